@@ -1,0 +1,84 @@
+# Builds the single `scorer` binary (scorer/ + reference/ + submission/) and the
+# doctest suites. `make score` and `make test` are the whole set-up on a fresh
+# machine: both first install what is missing.
+
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)))
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CXX       ?= g++
+GPU_ARCH  ?= -gencode=arch=compute_90a,code=sm_90a
+BUILD     ?= build
+SCORE_ARGS ?=
+PACKAGE_ARGS ?=
+
+# Header-only dependencies: Debian's packages, or a bundled copy in .deps/include
+# for machines without a package registry (see scripts/install-deps).
+DEPS_INC  := $(if $(wildcard .deps/include),-I.deps/include)
+INCLUDES  := -I. -I$(BUILD)/gen $(DEPS_INC) -I$(CUDA_HOME)/include
+
+CXXFLAGS  ?= -std=c++17 -O2 -g -Wall -Wextra
+NVCCFLAGS ?= -std=c++17 -O3 -lineinfo $(GPU_ARCH) --expt-relaxed-constexpr -Xcompiler -Wall
+LDLIBS    := -lcublasLt -lcublas -lpthread
+
+LIB_CPP := $(wildcard scorer/*.cpp reference/*.cpp submission/*.cpp)
+LIB_CU  := $(wildcard scorer/*.cu reference/*.cu submission/*.cu)
+MAIN    := scorer/main.cpp
+LIB_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(filter-out $(MAIN),$(LIB_CPP)) $(LIB_CU))
+CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))
+GPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/gpu_*.cu tests/gpu_*.cpp))
+TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu))
+
+.PHONY: all deps score test check package clean FORCE
+all: $(BUILD)/scorer $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
+
+deps:
+	@scripts/install-deps
+
+# Identifies the compiled submission and scorer in every results file.
+$(BUILD)/gen/build_info.h: FORCE
+	@mkdir -p $(@D)
+	@scripts/build-info > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+$(BUILD)/obj/%.cpp.o: %.cpp | $(BUILD)/gen/build_info.h
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu | $(BUILD)/gen/build_info.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+
+$(BUILD)/libscorer.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/scorer: $(BUILD)/obj/$(MAIN).o $(BUILD)/libscorer.a
+	$(NVCC) $(GPU_ARCH) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/cpu_tests: $(CPU_TEST_OBJ) $(BUILD)/libscorer.a
+	@mkdir -p $(@D)
+	$(NVCC) $(GPU_ARCH) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/gpu_tests: $(GPU_TEST_OBJ) $(TEST_KERNEL_OBJ) $(BUILD)/libscorer.a
+	@mkdir -p $(@D)
+	$(NVCC) $(GPU_ARCH) $^ $(LDLIBS) -o $@
+
+score: deps
+	@$(MAKE) --no-print-directory $(BUILD)/scorer
+	$(BUILD)/scorer run $(SCORE_ARGS)
+
+check: deps
+	@$(MAKE) --no-print-directory $(BUILD)/scorer
+	$(BUILD)/scorer check $(SCORE_ARGS)
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/run-tests $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
+
+package: deps
+	@$(MAKE) --no-print-directory $(BUILD)/scorer
+	$(BUILD)/scorer package $(PACKAGE_ARGS)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,112 @@
+#include "scorer/child_process.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+namespace scorer {
+namespace {
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(4);
+    off += size_t(n);
+  }
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status)) + " without a result";
+  return "ended abnormally";
+}
+
+// Reads the child's pipe until EOF or the deadline, then reaps the child.
+ChildOutcome collect(pid_t pid, int fds[2], double timeout_s) {
+  close(fds[1]);
+  ChildOutcome res;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  char buf[65536];
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int r = poll(&p, 1, int(std::min<long long>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the child closed its end
+    res.output.append(buf, size_t(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    res.kind = ChildOutcome::timed_out;
+    res.detail = "no result after " + std::to_string(int(timeout_s)) + " s: killed";
+  } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    res.kind = ChildOutcome::crashed;
+    res.detail = describe(status);
+  }
+  return res;
+}
+
+}  // namespace
+
+ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    try {
+      out = work();
+    } catch (const std::exception& e) {
+      write_all(2, std::string("child: ") + e.what() + "\n");
+      _exit(5);
+    }
+    write_all(fds[1], out);
+    close(fds[1]);
+    _exit(0);  // skip static destructors: the CUDA context goes with the process
+  }
+  return collect(pid, fds, timeout_s);
+}
+
+ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 1);
+    close(fds[1]);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return collect(pid, fds, timeout_s);
+}
+
+}  // namespace scorer
+

@@ -1,0 +1,26 @@
+// Runs a piece of GPU work in a forked child process, so that a kernel that
+// crashes, hangs or corrupts its context takes down only that child. The
+// parent never initialises CUDA, which is what makes fork() safe here.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace scorer {
+
+struct ChildOutcome {
+  enum Kind { ok, crashed, timed_out } kind = ok;
+  std::string output;  // what the child wrote on its pipe (a JSON document when ok)
+  std::string detail;  // how it ended when not ok: "killed by signal 11 (Segmentation fault)", ...
+};
+
+// Forks; the child runs `work` and writes its return value to the pipe, then
+// exits. The parent waits at most `timeout_s` seconds, then kills the child.
+ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_s);
+
+// The same for another program: argv[0] is executed (no shell) and its
+// standard output is the outcome's output.
+ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s);
+
+}  // namespace scorer

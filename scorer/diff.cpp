@@ -1,0 +1,355 @@
+#include "scorer/diff.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "scorer/commands.h"
+#include "scorer/exit_codes.h"
+#include "scorer/results_json.h"
+
+namespace scorer {
+namespace {
+
+bool scored(const ShapeResult* s) { return s && s->status == "ok" && !s->candidate_us.empty(); }
+
+std::vector<double> ratios(const ShapeResult& s) {
+  std::vector<double> r;
+  size_t n = std::min(s.baseline_us.size(), s.candidate_us.size());
+  for (size_t i = 0; i < n; ++i)
+    if (s.candidate_us[i] > 0 && s.baseline_us[i] > 0) r.push_back(s.baseline_us[i] / s.candidate_us[i]);
+  return r;
+}
+
+Verdict verdict_of(const Interval& change) {
+  if (change.lo > 1) return Verdict::better;
+  if (change.hi < 1) return Verdict::worse;
+  return Verdict::same;
+}
+
+// Percentile interval of log ratios, returned as ratios.
+Interval interval_of(double point_log, std::vector<double> logs, double level) {
+  std::sort(logs.begin(), logs.end());
+  auto q = [&](double p) {
+    double x = p * (logs.size() - 1);
+    size_t i = static_cast<size_t>(x);
+    if (i + 1 >= logs.size()) return logs.back();
+    return logs[i] + (x - i) * (logs[i + 1] - logs[i]);
+  };
+  double tail = (1 - level) / 2;
+  return {std::exp(point_log), std::exp(q(tail)), std::exp(q(1 - tail))};
+}
+
+std::string fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+std::string speedup_text(const Interval& i) {
+  return fmt("%.4fx", i.point) + " [" + fmt("%.4f", i.lo) + ", " + fmt("%.4f", i.hi) + "]";
+}
+
+std::string change_text(const Interval& c) {
+  auto pct = [](double r) { return fmt("%+.1f%%", (r - 1) * 100); };
+  return pct(c.point) + " [" + pct(c.lo) + ", " + pct(c.hi) + "]";
+}
+
+std::string shape_cell(const ShapeResult* s) {
+  if (!s) return "-";
+  if (!scored(s)) return "failed (" + (s->status == "ok" ? std::string("no trials") : s->status) + ")";
+  return speedup_text({s->speedup, s->ci_lo, s->ci_hi});
+}
+
+std::string run_line(const RunMeta& m) {
+  std::string commit = m.git_commit.empty() ? "no commit" : "commit " + m.git_commit.substr(0, 12);
+  return m.started_at + ", " + commit + (m.git_dirty ? " (dirty)" : "") + ", " + m.gpu_name +
+         ", " + m.mode;
+}
+
+const RegimeResult* find_regime(const RunResult& run, const std::string& name) {
+  for (const RegimeResult& r : run.regimes)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::better: return "better";
+    case Verdict::worse: return "worse";
+    default: return "same";
+  }
+}
+
+bool Diff::any_worse() const {
+  if (aggregate == Verdict::worse) return true;
+  for (const RegimeDiff& r : regimes)
+    if (r.verdict == Verdict::worse) return true;
+  for (const ShapeDiff& s : shapes)
+    if (s.verdict == Verdict::worse) return true;
+  return false;
+}
+
+bool Diff::any_change() const {
+  if (aggregate != Verdict::same) return true;
+  for (const RegimeDiff& r : regimes)
+    if (r.verdict != Verdict::same) return true;
+  for (const ShapeDiff& s : shapes)
+    if (s.verdict != Verdict::same || s.presence == Presence::only_latest ||
+        s.presence == Presence::only_best)
+      return true;
+  return false;
+}
+
+Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt) {
+  Diff d;
+  auto differs = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) d.incomparable.push_back(std::string(what) + " (latest: '" + a + "', selected: '" + b + "')");
+  };
+  differs("different GPUs", latest.meta.gpu_name, best.meta.gpu_name);
+  differs("different shapes files", latest.meta.shapes_sha256, best.meta.shapes_sha256);
+  differs("different scorer versions", latest.meta.scorer_version, best.meta.scorer_version);
+  differs("different timing modes", latest.meta.mode, best.meta.mode);
+
+  std::map<std::string, const ShapeResult*> in_best;
+  for (const ShapeResult& s : best.shapes) in_best[s.shape.name] = &s;
+  std::set<std::string> in_latest;
+  for (const ShapeResult& s : latest.shapes) {
+    in_latest.insert(s.shape.name);
+    auto it = in_best.find(s.shape.name);
+    d.shapes.push_back({s.shape.name, s.shape.regime, Presence::both, &s,
+                        it == in_best.end() ? nullptr : it->second, {}, Verdict::same});
+  }
+  for (const ShapeResult& s : best.shapes)
+    if (!in_latest.count(s.shape.name))
+      d.shapes.push_back({s.shape.name, s.shape.regime, Presence::only_best, nullptr, &s, {}, Verdict::same});
+
+  // Shapes scored in both runs, each with its regime's index.
+  std::vector<ShapeDiff*> both;
+  std::vector<int> regime_of;
+  std::map<std::string, int> regime_index;
+  for (ShapeDiff& s : d.shapes) {
+    if (!regime_index.count(s.regime)) {
+      regime_index[s.regime] = static_cast<int>(d.regimes.size());
+      d.regimes.push_back({s.regime, 0, {}, Verdict::same});
+    }
+    bool l = scored(s.latest), b = scored(s.best);
+    if (!s.latest) continue;
+    if (!s.best) s.presence = Presence::only_latest;
+    else if (l && b) s.presence = Presence::both;
+    else if (!l && !b) s.presence = Presence::failed_both;
+    else s.presence = l ? Presence::failed_best : Presence::failed_latest;
+    if (s.presence == Presence::failed_latest) s.verdict = Verdict::worse;
+    if (s.presence == Presence::failed_best) s.verdict = Verdict::better;
+    if (s.presence == Presence::both) {
+      both.push_back(&s);
+      regime_of.push_back(regime_index[s.regime]);
+      d.regimes[regime_of.back()].shapes++;
+    }
+  }
+  d.shapes_compared = static_cast<int>(both.size());
+  if (both.empty()) return d;
+
+  std::vector<std::vector<double>> new_r, old_r;
+  std::vector<double> point(both.size());
+  for (size_t i = 0; i < both.size(); ++i) {
+    new_r.push_back(ratios(*both[i]->latest));
+    old_r.push_back(ratios(*both[i]->best));
+    point[i] = std::log(median(new_r[i]) / median(old_r[i]));
+  }
+
+  // Every resample draws each run's trials anew for every shape, and the
+  // regime and aggregate figures of that resample are built from the same
+  // draws, so their intervals are consistent with the shapes'.
+  const int R = std::max(opt.resamples, 100);
+  const size_t nreg = d.regimes.size();
+  std::vector<std::vector<double>> shape_logs(both.size(), std::vector<double>(R));
+  std::vector<std::vector<double>> regime_logs(nreg, std::vector<double>(R));
+  std::vector<double> agg_logs(R);
+  std::mt19937_64 rng(opt.seed);
+  std::vector<double> buf;
+  auto resampled_median = [&](const std::vector<double>& v) {
+    std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
+    buf.resize(v.size());
+    for (double& x : buf) x = v[pick(rng)];
+    return median(buf);
+  };
+  for (int r = 0; r < R; ++r) {
+    std::vector<double> sum(nreg, 0.0);
+    double total = 0;
+    for (size_t i = 0; i < both.size(); ++i) {
+      double l = std::log(resampled_median(new_r[i]) / resampled_median(old_r[i]));
+      shape_logs[i][r] = l;
+      sum[regime_of[i]] += l;
+      total += l;
+    }
+    for (size_t g = 0; g < nreg; ++g)
+      if (d.regimes[g].shapes) regime_logs[g][r] = sum[g] / d.regimes[g].shapes;
+    agg_logs[r] = total / both.size();
+  }
+
+  std::vector<double> regime_point(nreg, 0.0);
+  double agg_point = 0;
+  for (size_t i = 0; i < both.size(); ++i) {
+    both[i]->change = interval_of(point[i], shape_logs[i], opt.level);
+    both[i]->verdict = verdict_of(both[i]->change);
+    regime_point[regime_of[i]] += point[i];
+    agg_point += point[i];
+  }
+  for (size_t g = 0; g < nreg; ++g) {
+    RegimeDiff& rd = d.regimes[g];
+    if (!rd.shapes) continue;
+    rd.change = interval_of(regime_point[g] / rd.shapes, regime_logs[g], opt.level);
+    rd.verdict = verdict_of(rd.change);
+  }
+  d.aggregate_change = interval_of(agg_point / both.size(), agg_logs, opt.level);
+  d.aggregate = verdict_of(d.aggregate_change);
+  return d;
+}
+
+int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best,
+               const DiffOptions& opt) {
+  Diff d = compute_diff(latest, best, opt.bootstrap);
+  if (!d.incomparable.empty()) {
+    std::string why;
+    for (const std::string& w : d.incomparable) why += (why.empty() ? "" : "; ") + w;
+    if (!opt.force) {
+      out << "refusing to compare: " << why << " (--force compares anyway)\n";
+      return kExitBadInput;
+    }
+    out << "comparing anyway (--force) although the runs differ: " << why << "\n";
+  }
+
+  out << "latest:   " << run_line(latest.meta) << "\n"
+      << "selected: " << run_line(best.meta) << "\n\n";
+  size_t wname = 5, wreg = 6;
+  for (const ShapeDiff& s : d.shapes) {
+    wname = std::max(wname, s.name.size() + 2);
+    wreg = std::max(wreg, s.regime.size() + 2);
+  }
+  const size_t wcell = 28;
+  out << pad("shape", wname) << pad("regime", wreg) << pad("latest", wcell) << pad("selected", wcell)
+      << pad("change", wcell) << "verdict\n";
+  for (const ShapeDiff& s : d.shapes) {
+    std::string change, verdict;
+    switch (s.presence) {
+      case Presence::both:
+        change = change_text(s.change);
+        verdict = verdict_name(s.verdict);
+        break;
+      case Presence::only_latest: verdict = "only in latest"; break;
+      case Presence::only_best: verdict = "only in selected"; break;
+      case Presence::failed_latest: verdict = "worse: failed in latest"; break;
+      case Presence::failed_best: verdict = "better: failed in selected"; break;
+      case Presence::failed_both: verdict = "failed in both"; break;
+    }
+    out << pad(s.name, wname) << pad(s.regime, wreg) << pad(shape_cell(s.latest), wcell)
+        << pad(shape_cell(s.best), wcell) << pad(change, wcell) << verdict << "\n";
+  }
+  out << "\n";
+
+  for (const RegimeDiff& r : d.regimes) {
+    const RegimeResult* a = find_regime(latest, r.name);
+    const RegimeResult* b = find_regime(best, r.name);
+    out << "regime " << r.name << " " << (a ? speedup_text(a->speedup) : "-") << " vs selected "
+        << (b ? speedup_text(b->speedup) : "-") << ": ";
+    if (r.shapes)
+      out << verdict_name(r.verdict) << " (" << change_text(r.change) << " over " << r.shapes
+          << " shape" << (r.shapes == 1 ? "" : "s") << " scored in both)\n";
+    else
+      out << "no shape scored in both\n";
+  }
+  out << "aggregate " << speedup_text(latest.aggregate) << " vs selected " << speedup_text(best.aggregate)
+      << ": ";
+  if (d.shapes_compared)
+    out << verdict_name(d.aggregate) << " (" << change_text(d.aggregate_change) << " over "
+        << d.shapes_compared << " shapes scored in both)\n";
+  else
+    out << "no shape scored in both\n";
+
+  const char* although = d.aggregate == Verdict::better ? " although the aggregate improved" : "";
+  for (const RegimeDiff& r : d.regimes)
+    if (r.verdict == Verdict::worse)
+      out << "WARNING: regime " << r.name << " got worse (" << change_text(r.change) << ")" << although
+          << "\n";
+  for (const ShapeDiff& s : d.shapes)
+    if (s.presence == Presence::failed_latest)
+      out << "WARNING: shape " << s.name << " failed in latest (" << s.latest->status
+          << (s.latest->reason.empty() ? "" : ": " + s.latest->reason) << ")" << although << "\n";
+
+  if ((opt.fail_on == FailOn::worse && d.any_worse()) ||
+      (opt.fail_on == FailOn::any_change && d.any_change()))
+    return kExitIncorrect;
+  return kExitOk;
+}
+
+int diff_main(const std::vector<std::string>& args) {
+  static const char* usage =
+      "usage: scorer diff [LATEST.json [BEST.json]] [--results-dir DIR] [--force]\n"
+      "                   [--fail-on worse|any-change]\n"
+      "Compares a run (default DIR/latest.json) with the selected best (default\n"
+      "DIR/best.json; DIR defaults to results): per shape, per regime and overall,\n"
+      "each with a verdict better/worse/same from a bootstrap of the ratio of the\n"
+      "two runs (95% interval entirely above or below 1).\n"
+      "  --force       compare runs from different GPUs, shapes files, scorer\n"
+      "                versions or timing modes\n"
+      "  --fail-on worse       exit 1 when a shape, a regime or the aggregate got worse\n"
+      "  --fail-on any-change  exit 1 when anything changed\n"
+      "Exit codes: 0 compared, 1 --fail-on met, 2 bad input or runs not comparable.\n";
+  std::string dir = "results";
+  std::vector<std::string> files;
+  DiffOptions opt;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      return kExitOk;
+    } else if (a == "--force") {
+      opt.force = true;
+    } else if ((a == "--results-dir" || a == "--fail-on") && i + 1 < args.size()) {
+      const std::string& v = args[++i];
+      if (a == "--results-dir") {
+        dir = v;
+      } else if (v == "worse") {
+        opt.fail_on = FailOn::worse;
+      } else if (v == "any-change") {
+        opt.fail_on = FailOn::any_change;
+      } else {
+        std::cerr << "scorer diff: --fail-on takes 'worse' or 'any-change' (got '" << v << "')\n";
+        return kExitBadInput;
+      }
+    } else if (a.rfind("-", 0) == 0 || files.size() == 2) {
+      std::cerr << "scorer diff: unexpected argument '" << a << "' (see scorer diff --help)\n";
+      return kExitBadInput;
+    } else {
+      files.push_back(a);
+    }
+  }
+  std::string latest_path = files.size() > 0 ? files[0] : dir + "/latest.json";
+  std::string best_path = files.size() > 1 ? files[1] : dir + "/best.json";
+  if (files.size() < 2 && !std::filesystem::exists(best_path)) {
+    std::cerr << "scorer diff: no selected best (" << best_path
+              << " does not exist; promote a run with `scorer select`)\n";
+    return kExitBadInput;
+  }
+  try {
+    RunResult latest = load_results(latest_path);
+    RunResult best = load_results(best_path);
+    std::cout << "diff of " << latest_path << " (latest) against " << best_path << " (selected)\n";
+    return print_diff(std::cout, latest, best, opt);
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitBadInput;
+  }
+}
+
+}  // namespace scorer

@@ -1,0 +1,80 @@
+// Compares a run with the selected best (`scorer diff`, and the end of
+// `scorer run` when results/best.json exists).
+//
+// Each run's speedups carry their own intervals, but two intervals that
+// overlap do not make a change insignificant, nor does disjointness make it
+// significant. So the verdict comes from the ratio of the two runs itself: a
+// bootstrap that resamples each run's paired ratios (baseline/candidate) within
+// each shape, independently per run and per shape, and recomputes
+// speedup_latest / speedup_best per shape, and the ratio of geometric means per
+// regime and over all shapes scored in both runs. The verdict is `better` when
+// the interval of that ratio lies entirely above 1, `worse` entirely below,
+// `same` otherwise.
+//
+// Runs are comparable only when meta.gpu_name, meta.shapes_sha256,
+// meta.scorer_version and meta.mode agree; otherwise the diff is refused
+// unless forced.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "results.h"
+#include "stats.h"
+
+namespace scorer {
+
+enum class Verdict { same, better, worse };
+const char* verdict_name(Verdict v);  // "same", "better", "worse"
+
+enum class FailOn { nothing, worse, any_change };
+
+struct DiffOptions {
+  bool force = false;              // compare runs that are not comparable, saying why
+  FailOn fail_on = FailOn::nothing;
+  BootstrapOptions bootstrap;      // resamples, seed and level of the ratio's interval
+};
+
+// How a shape stands in the two runs. A shape is scored when its status is
+// "ok" and it has trials.
+enum class Presence { both, only_latest, only_best, failed_latest, failed_best, failed_both };
+
+struct ShapeDiff {
+  std::string name, regime;
+  Presence presence = Presence::both;
+  const ShapeResult* latest = nullptr;  // into the runs given to compute_diff; null when absent
+  const ShapeResult* best = nullptr;
+  Interval change;                      // speedup_latest / speedup_best, when scored in both
+  Verdict verdict = Verdict::same;      // failed only in latest: worse; only in best: better
+};
+
+struct RegimeDiff {
+  std::string name;
+  int shapes = 0;   // shapes of the regime scored in both runs; no verdict when 0
+  Interval change;  // ratio of the geometric means over those shapes
+  Verdict verdict = Verdict::same;
+};
+
+struct Diff {
+  std::vector<std::string> incomparable;  // why the runs should not be compared; empty when they can
+  std::vector<ShapeDiff> shapes;          // the latest run's order, then shapes only in the best
+  std::vector<RegimeDiff> regimes;        // order of first appearance
+  int shapes_compared = 0;                // scored in both
+  Interval aggregate_change;              // ratio of the geometric means over those shapes
+  Verdict aggregate = Verdict::same;
+
+  bool any_worse() const;   // a shape, regime or the aggregate worse, or a shape newly failed
+  bool any_change() const;  // any verdict not `same`, or a shape in one run only
+};
+
+Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt = {});
+
+// Prints the comparison: per shape, per regime, the aggregate, and a WARNING
+// line for every regime that got worse. Returns kExitOk, kExitIncorrect when
+// opt.fail_on is met, or kExitBadInput when the runs are not comparable and
+// not forced (then only the reasons are printed).
+int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best,
+               const DiffOptions& opt);
+
+}  // namespace scorer

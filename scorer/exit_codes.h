@@ -1,0 +1,9 @@
+// Exit codes of every scorer command, for scripts.
+#pragma once
+
+namespace scorer {
+constexpr int kExitOk = 0;          // all correct (run/check), or the command did what it said
+constexpr int kExitIncorrect = 1;   // a correctness failure (run/check); a `--fail-on` verdict (diff)
+constexpr int kExitBadInput = 2;    // bad command line, shapes file, results file or tarball
+constexpr int kExitNoGpu = 3;       // no usable GPU, or a CUDA error outside any one shape
+}  // namespace scorer

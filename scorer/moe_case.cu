@@ -1,0 +1,86 @@
+// moe_w4a16: int4 weights with bf16 group scales, routing fixed per shape
+// (seeded, so the floor's touched experts are known), X redrawn for every check
+// and trial. Codes are uniform 0..15 and scales U(0.75, 1.25)/sqrt(21.25 K), so
+// each dequantized row has unit norm over K and the outputs are O(1).
+#include <cmath>
+#include <vector>
+
+#include "reference/reference.h"
+#include "scorer/device_buffers.h"
+#include "scorer/op_case.h"
+#include "scorer/random_fill.h"
+
+namespace scorer {
+namespace {
+
+using submission::bf16;
+
+class MoeCase final : public OpCase {
+ public:
+  MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
+      : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank},
+        routing_(routing_for(s, seed)),
+        X_(size_t(s.M) * s.H * 2), ids_(routing_.ids.size() * 4), wts_(routing_.weights.size() * 4),
+        ref_dev_(size_t(s.M) * s.H * 4), out_(size_t(s.M) * s.H * 2) {
+    const size_t E = s.E_local, H = s.H, I = s.I;
+    for (int i = 0; i < sets; ++i) {
+      Set& set = sets_v_.emplace_back();
+      set.W13 = DeviceBuffer(E * 2 * I * H / 2);
+      set.S13 = DeviceBuffer(E * 2 * I * (H / 128) * 2);
+      set.W2 = DeviceBuffer(E * H * I / 2);
+      set.S2 = DeviceBuffer(E * H * (I / 128) * 2);
+      fill_random_bytes(set.W13.as<uint8_t>(), set.W13.bytes(), derive_seed(seed, 100 + i), stream);
+      fill_random_bytes(set.W2.as<uint8_t>(), set.W2.bytes(), derive_seed(seed, 200 + i), stream);
+      const float k13 = 1.0f / std::sqrt(21.25f * H), k2 = 1.0f / std::sqrt(21.25f * I);
+      fill_uniform_bf16(set.S13.as<bf16>(), set.S13.bytes() / 2, derive_seed(seed, 300 + i), 0.75f * k13, 1.25f * k13, stream);
+      fill_uniform_bf16(set.S2.as<bf16>(), set.S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2, stream);
+      SCORER_CUDA(cudaStreamSynchronize(stream));
+      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
+      set.cand = submission::make_moe(dims_, w, cand.variant);
+      set.base = reference::make_moe_baseline(dims_, w);
+      set.ref = reference::make_moe_reference(dims_, w);
+    }
+    SCORER_CUDA(cudaDeviceSynchronize());
+  }
+
+  void new_inputs(int set, uint64_t seed) override {
+    // The routing is uploaded again so that a kernel that overwrote it cannot
+    // make later references agree with it.
+    SCORER_CUDA(cudaMemcpyAsync(ids_.as<int32_t>(), routing_.ids.data(), ids_.bytes(), cudaMemcpyHostToDevice, stream_));
+    SCORER_CUDA(cudaMemcpyAsync(wts_.as<float>(), routing_.weights.data(), wts_.bytes(), cudaMemcpyHostToDevice, stream_));
+    fill_normal_bf16(X_.as<bf16>(), size_t(s_.M) * s_.H, seed, 1.0f, stream_);
+    sets_v_[set].ref->run(X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), ref_dev_.as<float>(), stream_);
+    ref_ = take_reference(ref_dev_, stream_);
+  }
+  void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
+  void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
+  void poison_outputs() override { out_.poison(stream_); }
+  CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_); }
+  double bytes() const override { return min_bytes(s_, &routing_); }
+  double flops() const override { return op_flops(s_, &routing_); }
+  bool baseline_synchronizes() const override { return reference::kMoeBaselineSynchronizes; }
+
+ private:
+  submission::MoeIO io() const { return {X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), out_.as<bf16>()}; }
+  struct Set {
+    DeviceBuffer W13, S13, W2, S2;
+    std::unique_ptr<submission::Moe> cand, base;
+    std::unique_ptr<reference::MoeReference> ref;
+  };
+  Shape s_;
+  submission::MoeDims dims_;
+  Routing routing_;
+  std::vector<Set> sets_v_;
+  DeviceBuffer X_, ids_, wts_, ref_dev_;
+  GuardedOutput out_;
+  std::vector<double> ref_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpCase> make_moe_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
+                                        cudaStream_t stream) {
+  return std::make_unique<MoeCase>(s, sets, seed, cand, stream);
+}
+
+}  // namespace scorer

@@ -1,0 +1,393 @@
+#include "scorer/package.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "scorer/commands.h"
+#include "scorer/exit_codes.h"
+#include "scorer/results_json.h"
+#include "scorer/sha256.h"
+
+extern char** environ;
+
+namespace scorer {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void sys_fail(const std::string& what, int err) {
+  throw std::runtime_error(what + ": " + std::strerror(err));
+}
+
+struct Proc {
+  bool ok = false;   // exited with status 0
+  std::string out;   // stdout, unless it went to a file
+  std::string err;   // stderr
+};
+
+std::string last_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  size_t nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+// Runs argv[0] (searched on PATH when it has no '/') with `cwd` as working
+// directory, no shell and stdin from /dev/null. stdout goes to `stdout_fd`, or
+// is captured when that is -1; stderr is captured through a temporary file so
+// that neither pipe can fill while the other is read.
+Proc run_proc(const std::vector<std::string>& argv, const std::string& cwd, int stdout_fd = -1) {
+  const std::string what = argv[0];
+  FILE* errf = std::tmpfile();
+  if (!errf) sys_fail(what + ": tmpfile", errno);
+  struct CloseFile {
+    FILE* f;
+    ~CloseFile() { std::fclose(f); }
+  } close_errf{errf};
+  int pipefd[2] = {-1, -1};
+  pid_t pid = -1;
+  if (stdout_fd < 0 && pipe2(pipefd, O_CLOEXEC) != 0) sys_fail(what + ": pipe", errno);
+
+  posix_spawn_file_actions_t fa;
+  int rc = posix_spawn_file_actions_init(&fa);
+  if (rc == 0) {
+    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, stdout_fd >= 0 ? stdout_fd : pipefd[1], 1);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, fileno(errf), 2);
+    if (rc == 0) rc = posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (rc == 0) rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  if (pipefd[1] >= 0) close(pipefd[1]);  // else the read below never sees end of file
+  if (rc != 0) {
+    if (pipefd[0] >= 0) close(pipefd[0]);
+    sys_fail("cannot run " + what, rc);
+  }
+  Proc p;
+  if (pipefd[0] >= 0) {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(pipefd[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      p.out.append(buf, static_cast<size_t>(n));
+    }
+    close(pipefd[0]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) sys_fail(what + ": waitpid", errno);
+  p.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::rewind(errf);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, errf)) > 0;) p.err.append(buf, n);
+  return p;
+}
+
+Proc must_run(const std::vector<std::string>& argv, const std::string& cwd, int stdout_fd = -1) {
+  Proc p = run_proc(argv, cwd, stdout_fd);
+  if (!p.ok) throw std::runtime_error(argv[0] + " " + argv[1] + " failed: " + last_line(p.err));
+  return p;
+}
+
+// A fresh directory under the system's temporary directory, removed with
+// everything in it on scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "scorer-package-XXXXXX").string();
+    if (!mkdtemp(t.data())) sys_fail("mkdtemp", errno);
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+bool in_git_checkout(const std::string& root) {
+  return run_proc({"git", "rev-parse", "--is-inside-work-tree"}, root).ok;
+}
+
+std::string fmt_interval(double point, double lo, double hi) {
+  char b[96];
+  std::snprintf(b, sizeof b, "%.4fx [%.4f, %.4f]", point, lo, hi);
+  return b;
+}
+
+struct Manifest {
+  std::vector<std::pair<std::string, std::string>> fields;  // in file order
+  std::vector<std::pair<std::string, std::string>> files;   // path -> sha256
+  std::string files_text;                                   // the sha256sum lines
+  std::string get(const std::string& key) const {
+    for (const auto& [k, v] : fields)
+      if (k == key) return v;
+    return "";
+  }
+};
+
+// Throws std::runtime_error naming the MANIFEST line at fault.
+Manifest parse_manifest(const std::string& text) {
+  Manifest m;
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  bool in_files = false;
+  while (std::getline(in, line)) {
+    ++n;
+    const std::string where = "MANIFEST:" + std::to_string(n) + ": ";
+    if (!in_files) {
+      if (line.empty()) {
+        in_files = true;
+      } else if (line[0] != '#') {
+        size_t c = line.find(": ");
+        if (c == std::string::npos) throw std::runtime_error(where + "expected 'key: value'");
+        m.fields.emplace_back(line.substr(0, c), line.substr(c + 2));
+      }
+      continue;
+    }
+    bool hex = line.size() > 66 && line.compare(64, 2, "  ") == 0 &&
+               std::all_of(line.begin(), line.begin() + 64,
+                           [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    if (!hex) throw std::runtime_error(where + "expected '<sha256>  <path>'");
+    std::string path = line.substr(66);
+    bool escapes = false;
+    for (const fs::path& part : fs::path(path)) escapes = escapes || part == "..";
+    if (path.rfind("submission/", 0) != 0 || escapes)
+      throw std::runtime_error(where + "path '" + path + "' is not under submission/");
+    m.files.emplace_back(path, line.substr(0, 64));
+    m.files_text += line + "\n";
+  }
+  if (!in_files) throw std::runtime_error("MANIFEST: no blank line before the file list");
+  return m;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(path + ": cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::vector<std::string> submission_files(const std::string& root) {
+  std::vector<std::string> files;
+  if (!fs::is_directory(fs::path(root) / "submission"))
+    throw InputError(root + "/submission: no such directory");
+  if (in_git_checkout(root)) {
+    // The list scripts/tree-hash hashes: `git ls-files` then `[ -f ]`, which
+    // follows symbolic links (so does tar --dereference below).
+    Proc p = must_run({"git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "submission"}, root);
+    std::istringstream in(p.out);
+    for (std::string f; std::getline(in, f, '\0');)
+      if (!f.empty() && fs::is_regular_file(fs::path(root) / f)) files.push_back(f);
+  } else {
+    // `find -type f`: the entry itself must be a regular file.
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(root) / "submission"))
+      if (e.symlink_status().type() == fs::file_type::regular)
+        files.push_back(fs::relative(e.path(), root).generic_string());
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
+}
+
+int build_package(const PackageOptions& opt, std::ostream& out, std::ostream& err) {
+  try {
+    const std::string out_path = opt.out.empty() ? opt.results_dir + "/submission.tar.gz" : opt.out;
+    std::vector<std::string> files = submission_files(opt.root);
+    if (files.empty()) throw InputError(opt.root + "/submission: no files to package");
+
+    std::string files_text;
+    for (const std::string& f : files) files_text += sha256_file((fs::path(opt.root) / f).string()) + "  " + f + "\n";
+    const std::string tree_hash = last_line(must_run({"scripts/tree-hash", "submission"}, opt.root).out);
+    // The MANIFEST's list must be the one the submission hash covers.
+    if (sha256_string(files_text) != tree_hash)
+      throw std::runtime_error("the file list differs from the one scripts/tree-hash hashes (" + tree_hash + ")");
+
+    const std::string best_path = opt.results_dir + "/best.json";
+    std::string forced;
+    RunResult best;
+    bool have_best = fs::exists(best_path);
+    if (!have_best) {
+      forced = "no selected best";
+    } else {
+      best = load_results(best_path);
+      if (best.meta.submission_sha256 != tree_hash)
+        forced = "the selected best was scored with submission " + best.meta.submission_sha256 +
+                 ", not with this one (" + tree_hash + ")";
+    }
+    if (!forced.empty() && !opt.force) {
+      err << "scorer package: refusing: " << forced << " (" << best_path
+          << "); score and select this submission first (make score; scorer select), or --force\n";
+      return kExitIncorrect;
+    }
+
+    std::string commit = "none", dirty = "unknown (not a git checkout)";
+    if (in_git_checkout(opt.root)) {
+      Proc head = run_proc({"git", "rev-parse", "--verify", "-q", "HEAD"}, opt.root);
+      if (head.ok) commit = last_line(head.out);
+      dirty = must_run({"git", "status", "--porcelain"}, opt.root).out.empty() ? "no" : "yes";
+    }
+    std::string m =
+        "# Submission package: every file of submission/ with its sha256 (after the blank line, in\n"
+        "# sha256sum's format; their sha256 is submission_sha256), and the scored run it was selected with.\n";
+    m += "submission_sha256: " + tree_hash + "\n";
+    m += "git_commit: " + commit + "\n";
+    m += "git_dirty: " + dirty + "\n";
+    m += std::string("selected_run: ") + (have_best ? "yes" : "none") + "\n";
+    if (!forced.empty()) m += "forced: " + forced + "\n";
+    if (have_best) {
+      m += "run_gpu: " + best.meta.gpu_name + "\n";
+      m += "run_started_at: " + best.meta.started_at + "\n";
+      m += "run_git_commit: " + best.meta.git_commit + (best.meta.git_dirty ? " (dirty)" : "") + "\n";
+      m += "run_submission_sha256: " + best.meta.submission_sha256 + "\n";
+      m += "run_mode: " + best.meta.mode + "\n";
+      m += "run_aggregate: " + fmt_interval(best.aggregate.point, best.aggregate.lo, best.aggregate.hi) + "\n";
+      for (const RegimeResult& r : best.regimes)
+        m += "run_regime: " + r.name + " " + fmt_interval(r.speedup.point, r.speedup.lo, r.speedup.hi) + "\n";
+    }
+    m += "\n" + files_text;
+
+    TempDir tmp;
+    {
+      std::ofstream f(tmp.path + "/MANIFEST", std::ios::binary);
+      f << m;
+      if (!f.flush()) throw std::runtime_error(tmp.path + "/MANIFEST: cannot write");
+    }
+    // Everything that could differ between two checkouts of the same tree is
+    // fixed: order, times, owners, modes (X keeps the executable bit, which
+    // git tracks); --no-recursion because only files are named.
+    std::vector<std::string> tar = {"tar", "--create", "--format=gnu", "--file=" + tmp.path + "/package.tar",
+                                    "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner",
+                                    "--mode=u=rwX,go=rX", "--no-recursion", "--dereference",
+                                    "-C", tmp.path, "MANIFEST", "-C", fs::absolute(opt.root).string()};
+    tar.insert(tar.end(), files.begin(), files.end());
+    must_run(tar, ".");
+
+    fs::path target = fs::absolute(out_path);
+    fs::create_directories(target.parent_path());
+    const std::string partial = target.string() + ".tmp-" + std::to_string(getpid());
+    int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) sys_fail(partial, errno);
+    Proc gz = run_proc({"gzip", "-n", "-9", "-c", tmp.path + "/package.tar"}, ".", fd);
+    bool closed = close(fd) == 0;
+    if (!gz.ok || !closed || std::rename(partial.c_str(), target.c_str()) != 0) {
+      std::remove(partial.c_str());
+      throw std::runtime_error(out_path + ": cannot write (" + last_line(gz.err) + ")");
+    }
+    out << "wrote " << out_path << ": " << files.size() << " files, submission sha256 " << tree_hash
+        << (forced.empty() ? "" : " (forced: " + forced + ")") << "\n";
+    return kExitOk;
+  } catch (const InputError& e) {
+    err << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "scorer package: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+}
+
+int verify_package(const std::string& tarball, std::ostream& out, std::ostream& err) {
+  try {
+    if (!fs::is_regular_file(tarball)) {
+      err << "scorer package: " << tarball << ": no such file\n";
+      return kExitBadInput;
+    }
+    TempDir tmp;
+    Proc x = run_proc({"tar", "--extract", "--gzip", "--no-same-owner", "--file=" + fs::absolute(tarball).string(),
+                       "-C", tmp.path},
+                      ".");
+    if (!x.ok) {
+      err << "scorer package: " << tarball << ": not a readable .tar.gz (" << last_line(x.err) << ")\n";
+      return kExitBadInput;
+    }
+    auto bad = [&](const std::string& why) {
+      err << tarball << ": does not match its MANIFEST: " << why << "\n";
+      return kExitIncorrect;
+    };
+    std::set<std::string> present;
+    for (const auto& e : fs::recursive_directory_iterator(tmp.path)) {
+      if (e.symlink_status().type() == fs::file_type::directory) continue;
+      std::string rel = fs::relative(e.path(), tmp.path).generic_string();
+      if (e.symlink_status().type() != fs::file_type::regular) return bad(rel + " is not a regular file");
+      present.insert(rel);
+    }
+    if (!present.count("MANIFEST")) return bad("no MANIFEST");
+    Manifest m;
+    try {
+      m = parse_manifest(read_file(tmp.path + "/MANIFEST"));
+    } catch (const std::runtime_error& e) {
+      return bad(e.what());
+    }
+    present.erase("MANIFEST");
+    for (const auto& [path, sha] : m.files) {
+      if (!present.count(path)) return bad(path + " is listed but missing");
+      if (sha256_file(tmp.path + "/" + path) != sha) return bad(path + " has another sha256 than listed");
+      present.erase(path);
+    }
+    if (!present.empty()) return bad(*present.begin() + " is in the tarball but not listed");
+    if (sha256_string(m.files_text) != m.get("submission_sha256"))
+      return bad("submission_sha256 is not the hash of the listed files");
+    out << tarball << ": OK, " << m.files.size() << " files match the MANIFEST (submission sha256 "
+        << m.get("submission_sha256") << (m.get("forced").empty() ? "" : "; packaged with --force: " + m.get("forced"))
+        << ")\n";
+    return kExitOk;
+  } catch (const std::exception& e) {
+    err << "scorer package: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+}
+
+int package_main(const std::vector<std::string>& args) {
+  static const char* usage =
+      "usage: scorer package [--out FILE] [--results-dir DIR] [--force]\n"
+      "       scorer package --verify FILE\n"
+      "Writes a reproducible .tar.gz (default DIR/submission.tar.gz; DIR defaults to\n"
+      "results) of the submission's files (those scripts/tree-hash hashes: nothing\n"
+      "built or ignored) with a MANIFEST of their sha256, the git commit and the\n"
+      "selected run it was scored with. Refuses when DIR/best.json is missing or was\n"
+      "scored with another submission, unless --force (the MANIFEST then says so).\n"
+      "  --verify FILE  check a tarball against its MANIFEST\n"
+      "Exit codes: 0 done (verified), 1 refused (does not match), 2 bad input.\n";
+  PackageOptions opt;
+  std::string verify;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      return kExitOk;
+    } else if (a == "--force") {
+      opt.force = true;
+    } else if ((a == "--out" || a == "--results-dir" || a == "--verify") && i + 1 < args.size()) {
+      (a == "--out" ? opt.out : a == "--results-dir" ? opt.results_dir : verify) = args[++i];
+    } else {
+      std::cerr << "scorer package: unexpected argument '" << a << "' (see scorer package --help)\n";
+      return kExitBadInput;
+    }
+  }
+  if (!verify.empty()) return verify_package(verify, std::cout, std::cerr);
+  return build_package(opt, std::cout, std::cerr);
+}
+
+}  // namespace scorer

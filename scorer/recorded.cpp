@@ -1,0 +1,99 @@
+#include "scorer/recorded.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace scorer {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, int line, const std::string& field,
+                       const std::string& what) {
+  throw InputError(path + ":" + std::to_string(line) + ": field '" + field + "': " + what);
+}
+
+int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date or time";
+  }
+}
+
+std::string required_string(const toml::table& t, const std::string& key, const std::string& path) {
+  const toml::node* n = t.get(key);
+  if (!n) fail(path, 1, key, "missing");
+  if (!n->is_string()) fail(path, line_of(*n), key, std::string("expected a string, got ") + type_name(*n));
+  std::string s = **n->as_string();
+  if (s.empty() || s.find('\n') != std::string::npos)
+    fail(path, line_of(*n), key, "must be one non-empty line");
+  return s;
+}
+
+std::map<std::string, double> times(const toml::table& t, const std::string& key,
+                                    const std::string& path) {
+  std::map<std::string, double> out;
+  const toml::table* tt = t.get_as<toml::table>(key);
+  for (const auto& [name, v] : *tt) {
+    const std::string field = key + "." + std::string(name.str());
+    if (!v.is_number()) fail(path, line_of(v), field, std::string("expected a number of µs, got ") + type_name(v));
+    double us = v.value<double>().value();
+    if (!std::isfinite(us) || us <= 0) fail(path, line_of(v), field, "must be > 0 (got " + std::to_string(us) + ")");
+    out[std::string(name.str())] = us;
+  }
+  return out;
+}
+
+}  // namespace
+
+Recorded parse_recorded(const std::string& text, const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                     std::string(e.description()));
+  }
+  for (const auto& [key, v] : t) {
+    const std::string k(key.str());
+    if (k != "source" && k != "gpu" && k != "us" && k != "graph_us")
+      fail(path, line_of(v), k, "unknown field (expected source, gpu, us, graph_us)");
+    if ((k == "us" || k == "graph_us") && !v.is_table())
+      fail(path, line_of(v), k, std::string("expected a table of shape times, got ") + type_name(v));
+  }
+  Recorded r;
+  r.path = path;
+  r.source = required_string(t, "source", path);
+  r.gpu = required_string(t, "gpu", path);
+  if (!t.contains("us")) fail(path, 1, "us", "missing");
+  r.us = times(t, "us", path);
+  if (t.contains("graph_us")) r.graph_us = times(t, "graph_us", path);
+  return r;
+}
+
+Recorded load_recorded(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ":0: cannot open the recorded baselines file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_recorded(ss.str(), path);
+}
+
+void apply_recorded(RunResult& run, const Recorded& rec) {
+  const auto& table = run.meta.mode == "graph" ? rec.graph_us : rec.us;
+  for (ShapeResult& s : run.shapes) {
+    auto it = table.find(s.shape.name);
+    s.recorded_us = it == table.end() ? 0 : it->second;
+  }
+  run.recorded_source = rec.source;
+}
+
+}  // namespace scorer

@@ -1,0 +1,584 @@
+#include "results_json.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace scorer {
+namespace {
+
+using json = nlohmann::json;
+
+
+const std::string kNoText;  // for readers of a JSON value with no source text
+
+const char* const kStatuses[] = {"ok", "incorrect", "crash", "timeout", "impossible", "error"};
+
+std::string member_path(const std::string& at, const std::string& key) {
+  return at.empty() ? key : at + "." + key;
+}
+
+// True when `p` names `target` or an object or array that contains it.
+bool is_prefix(const std::string& p, const std::string& target) {
+  if (p.empty()) return true;
+  if (target.compare(0, p.size(), p) != 0) return false;
+  return target.size() == p.size() || target[p.size()] == '.' || target[p.size()] == '[';
+}
+
+int line_at(const std::string& text, size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + int(std::count(text.begin(), text.begin() + long(offset), '\n'));
+}
+
+// nlohmann-json 3.11 keeps no source positions, so an error finds its line by
+// replaying the text through nlohmann's SAX parser from a string stream: the
+// stream's read position at each event is where the lexer stands, which is
+// just past a key's closing quote or an object's or array's opening bracket
+// (scalars are not used: the lexer reads one character past a number).
+class Locator : public nlohmann::json_sax<json> {
+ public:
+  Locator(const std::string& text, const std::string& target)
+      : text_(text), in_(text), target_(target) {}
+
+  // Replays the text. Afterwards `line` is the line of `target` or, if it is
+  // absent, of the deepest object or array that would hold it (1 for none);
+  // `field` is the field being read when a syntax error stopped the replay.
+  void run() { json::sax_parse(in_, this); }
+  int line = 1;
+  std::string field;
+
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool string(string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    key_ = member_path(stack_.back().path, k);
+    field = key_;
+    return visit(key_);
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    std::string path;
+    bool array;
+    size_t next = 0;  // index of an array's next element
+  };
+  const std::string& text_;
+  std::istringstream in_;
+  std::string target_, key_;
+  std::vector<Frame> stack_;
+
+  std::string value_path() {
+    if (stack_.empty()) return "";
+    Frame& f = stack_.back();
+    return f.array ? f.path + "[" + std::to_string(f.next++) + "]" : key_;
+  }
+  // `field` follows the last key, or the array being read: an element's
+  // index would say little.
+  bool scalar() {
+    if (!stack_.empty() && stack_.back().array) {
+      field = stack_.back().path;
+      ++stack_.back().next;
+    }
+    return true;
+  }
+  bool open(bool array) {
+    stack_.push_back({value_path(), array});
+    field = stack_.back().path;
+    return visit(field);
+  }
+  bool close() {
+    field = stack_.back().path;
+    stack_.pop_back();
+    return true;
+  }
+  // Records the line of a prefix of the target; stops the replay at the target.
+  // With no target the replay only follows `field`.
+  bool visit(const std::string& p) {
+    if (target_.empty() || !is_prefix(p, target_)) return true;
+    line =
+        line_at(text_, size_t(in_.rdbuf()->pubseekoff(0, std::ios_base::cur, std::ios_base::in)));
+    return p != target_;
+  }
+};
+
+// Reads the typed fields of one JSON document strictly; every error names the
+// file, the line (when the text is known) and the field's path.
+class Reader {
+ public:
+  // `text` (may be empty) must outlive the reader.
+  Reader(const std::string& path, const std::string& text) : path_(path), text_(text) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
+    std::string where = path_;
+    if (!text_.empty()) {
+      Locator loc(text_, field);
+      loc.run();
+      where += ":" + std::to_string(loc.line);
+    }
+    throw InputError(where + ": field '" + field + "': " + msg);
+  }
+
+ private:
+  std::string path_;
+  const std::string& text_;
+};
+
+// One JSON object being read: every field is fetched by name, and finish()
+// rejects the fields that nothing asked for.
+class Obj {
+ public:
+  Obj(const Reader& rd, const json& j, std::string at) : rd_(rd), j_(j), at_(std::move(at)) {
+    if (!j.is_object()) rd_.fail(at_.empty() ? "(top level)" : at_, "expected an object");
+  }
+
+  std::string path(const char* key) const { return member_path(at_, key); }
+  [[noreturn]] void fail(const char* key, const std::string& msg) const {
+    rd_.fail(path(key), msg);
+  }
+
+  const json& get(const char* key) {
+    const auto it = j_.find(key);
+    if (it == j_.end()) fail(key, "missing");
+    used_.insert(key);
+    return *it;
+  }
+  Obj object(const char* key) {
+    return Obj(rd_, get_typed(key, &json::is_object, "an object"), path(key));
+  }
+  std::string str(const char* key) {
+    return get_typed(key, &json::is_string, "a string").get<std::string>();
+  }
+  bool boolean(const char* key) {
+    return get_typed(key, &json::is_boolean, "a boolean").get<bool>();
+  }
+  // null stands for NaN: nlohmann-json writes a non-finite number as null.
+  double num(const char* key) {
+    const json& v = get(key);
+    if (v.is_null()) return NAN;
+    if (!v.is_number()) fail(key, "expected a number");
+    return v.get<double>();
+  }
+  int integer(const char* key) {
+    const json& v = get_typed(key, &json::is_number_integer, "an integer");
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                          : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                v.get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits) fail(key, "integer out of range (got " + v.dump() + ")");
+    return v.get<int>();
+  }
+  uint64_t u64(const char* key) {
+    const json& v = get_typed(key, &json::is_number_integer, "an unsigned integer");
+    if (!v.is_number_unsigned() && v.get<int64_t>() < 0) fail(key, "expected an unsigned integer");
+    return v.get<uint64_t>();
+  }
+  std::vector<double> numbers(const char* key) {
+    const json& v = get_typed(key, &json::is_array, "an array of numbers");
+    std::vector<double> out;
+    for (const json& x : v) {
+      if (!x.is_number() && !x.is_null()) fail(key, "expected an array of numbers");
+      out.push_back(x.is_null() ? NAN : x.get<double>());
+    }
+    return out;
+  }
+  std::vector<std::string> strings(const char* key) {
+    const json& v = get_typed(key, &json::is_array, "an array of strings");
+    std::vector<std::string> out;
+    for (const json& x : v) {
+      if (!x.is_string()) fail(key, "expected an array of strings");
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  }
+  std::map<std::string, std::string> string_map(const char* key) {
+    const json& v = get_typed(key, &json::is_object, "an object of strings");
+    std::map<std::string, std::string> out;
+    for (const auto& [k, x] : v.items()) {
+      if (!x.is_string()) rd_.fail(path(key) + "." + k, "expected a string");
+      out[k] = x.get<std::string>();
+    }
+    return out;
+  }
+  Interval interval(const char* key) {
+    Obj o = object(key);
+    Interval i;
+    i.point = o.num("point");
+    i.lo = o.num("lo");
+    i.hi = o.num("hi");
+    o.finish();
+    return i;
+  }
+  void finish() const {
+    for (const auto& [k, v] : j_.items())
+      if (!used_.count(k)) rd_.fail(member_path(at_, k), "unknown field");
+  }
+
+ private:
+  const Reader& rd_;
+  const json& j_;
+  std::string at_;
+  std::set<std::string> used_;
+
+  const json& get_typed(const char* key, bool (json::*is)() const noexcept, const char* what) {
+    const json& v = get(key);
+    if (!(v.*is)()) fail(key, std::string("expected ") + what);
+    return v;
+  }
+};
+
+json interval_to_json(const Interval& i) {
+  return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}};
+}
+
+Shape read_shape(Obj o) {
+  Shape s;
+  const std::string op = o.str("op");
+  if (!parse_op(op, &s.op))
+    o.fail("op", "unknown op '" + op + "' (expected pooler, dense, router or moe_w4a16)");
+  s.name = o.str("name");
+  s.regime = o.str("regime");
+  s.line = o.integer("line");
+  Obj dims = o.object("dims");
+  for (const OpDim& d : op_dims(s.op)) s.*d.field = dims.integer(d.name);
+  dims.finish();
+  o.finish();
+  return s;
+}
+
+ShapeResult read_shape_result(Obj o) {
+  ShapeResult r;
+  r.shape = read_shape(o.object("shape"));
+  r.status = o.str("status");
+  if (std::find(std::begin(kStatuses), std::end(kStatuses), r.status) == std::end(kStatuses))
+    o.fail("status", "unknown status '" + r.status +
+                         "' (expected ok, incorrect, crash, timeout, impossible or error)");
+  r.reason = o.str("reason");
+  r.variant = o.str("variant");
+  Obj c = o.object("check");
+  r.check.checks = c.integer("checks");
+  r.check.rel_l2 = c.num("rel_l2");
+  r.check.max_abs_err = c.num("max_abs_err");
+  r.check.worst_elem = c.num("worst_elem");
+  c.finish();
+  r.bytes = o.num("bytes");
+  r.flops = o.num("flops");
+  r.floor_us = o.num("floor_us");
+  r.floor_read_us = o.num("floor_read_us");
+  r.floor_compute_us = o.num("floor_compute_us");
+  r.raw_limit_us = o.num("raw_limit_us");
+  r.baseline_us = o.numbers("baseline_us");
+  r.candidate_us = o.numbers("candidate_us");
+  r.converged = o.boolean("converged");
+  r.flags = o.strings("flags");
+  r.graph_baseline_us = o.numbers("graph_baseline_us");
+  r.graph_candidate_us = o.numbers("graph_candidate_us");
+  // Trials are paired: statistics are undefined when the counts differ.
+  if (r.candidate_us.size() != r.baseline_us.size())
+    o.fail("candidate_us", "has " + std::to_string(r.candidate_us.size()) +
+                               " trials but baseline_us has " +
+                               std::to_string(r.baseline_us.size()));
+  if (r.graph_candidate_us.size() != r.graph_baseline_us.size())
+    o.fail("graph_candidate_us", "has " + std::to_string(r.graph_candidate_us.size()) +
+                                     " trials but graph_baseline_us has " +
+                                     std::to_string(r.graph_baseline_us.size()));
+  r.baseline_median_us = o.num("baseline_median_us");
+  r.candidate_median_us = o.num("candidate_median_us");
+  r.pct_of_floor = o.num("pct_of_floor");
+  r.pct_of_raw = o.num("pct_of_raw");
+  r.speedup = o.num("speedup");
+  r.ci_lo = o.num("ci_lo");
+  r.ci_hi = o.num("ci_hi");
+  r.graph_speedup = o.num("graph_speedup");
+  r.graph_ci_lo = o.num("graph_ci_lo");
+  r.graph_ci_hi = o.num("graph_ci_hi");
+  r.recorded_us = o.num("recorded_us");
+  r.recorded_speedup = o.num("recorded_speedup");
+  o.finish();
+  return r;
+}
+
+RunMeta read_meta(Obj o) {
+  RunMeta m;
+  // First, so that a file of another schema fails on its version alone.
+  m.schema_version = o.integer("schema_version");
+  if (m.schema_version != kResultsSchemaVersion)
+    o.fail("schema_version", "unsupported schema version " + std::to_string(m.schema_version) +
+                                 " (this scorer reads version " +
+                                 std::to_string(kResultsSchemaVersion) + ")");
+  m.scorer_version = o.str("scorer_version");
+  m.git_commit = o.str("git_commit");
+  m.git_dirty = o.boolean("git_dirty");
+  m.submission_sha256 = o.str("submission_sha256");
+  m.command_line = o.str("command_line");
+  m.started_at = o.str("started_at");
+  m.shapes_path = o.str("shapes_path");
+  m.shapes_sha256 = o.str("shapes_sha256");
+  m.seed = o.u64("seed");
+  m.mode = o.str("mode");
+  m.variants = o.string_map("variants");
+  m.gpu_name = o.str("gpu_name");
+  m.sm_count = o.integer("sm_count");
+  m.l2_bytes = o.integer("l2_bytes");
+  m.driver_version = o.integer("driver_version");
+  m.runtime_version = o.integer("runtime_version");
+  m.sm_clock_mhz_start = o.num("sm_clock_mhz_start");
+  m.sm_clock_mhz_end = o.num("sm_clock_mhz_end");
+  m.copy_gbps = o.num("copy_gbps");
+  m.matrix_tflops = o.num("matrix_tflops");
+  m.empty_launch_us = o.num("empty_launch_us");
+  o.finish();
+  return m;
+}
+
+// Reads each element of an array field as an object.
+template <class T, class F>
+std::vector<T> read_array(const Reader& rd, Obj& o, const char* key, F read) {
+  const json& arr = o.get(key);
+  if (!arr.is_array()) o.fail(key, "expected an array of objects");
+  std::vector<T> out;
+  for (size_t i = 0; i < arr.size(); ++i)
+    out.push_back(read(Obj(rd, arr[i], o.path(key) + "[" + std::to_string(i) + "]")));
+  return out;
+}
+
+// nlohmann's message without its own position, which counts lines its way:
+// "[json.exception.parse_error.101] parse error at line 3, column 3: <reason>".
+std::string syntax_reason(const std::string& what) {
+  const size_t col = what.find(", column ");
+  const size_t colon = col == std::string::npos ? col : what.find(": ", col);
+  const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+  return reason.rfind("syntax error", 0) == 0 ? reason : "syntax error: " + reason;
+}
+
+[[noreturn]] void fail_errno(const std::string& what, const std::string& tmp) {
+  const int err = errno;
+  if (!tmp.empty()) unlink(tmp.c_str());
+  throw std::runtime_error(what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+json shape_to_json(const Shape& s) {
+  json dims = json::object();
+  for (const OpDim& d : op_dims(s.op)) dims[d.name] = s.*d.field;
+  return {{"name", s.name},
+          {"op", op_name(s.op)},
+          {"regime", s.regime},
+          {"line", s.line},
+          {"dims", dims}};
+}
+
+Shape shape_from_json(const json& j, const std::string& path) {
+  const Reader rd(path, kNoText);
+  return read_shape(Obj(rd, j, ""));
+}
+
+json shape_result_to_json(const ShapeResult& r) {
+  return {
+      {"shape", shape_to_json(r.shape)},
+      {"status", r.status},
+      {"reason", r.reason},
+      {"variant", r.variant},
+      {"check",
+       {{"checks", r.check.checks},
+        {"rel_l2", r.check.rel_l2},
+        {"max_abs_err", r.check.max_abs_err},
+        {"worst_elem", r.check.worst_elem}}},
+      {"bytes", r.bytes},
+      {"flops", r.flops},
+      {"floor_us", r.floor_us},
+      {"floor_read_us", r.floor_read_us},
+      {"floor_compute_us", r.floor_compute_us},
+      {"raw_limit_us", r.raw_limit_us},
+      {"baseline_us", r.baseline_us},
+      {"candidate_us", r.candidate_us},
+      {"converged", r.converged},
+      {"flags", r.flags},
+      {"graph_baseline_us", r.graph_baseline_us},
+      {"graph_candidate_us", r.graph_candidate_us},
+      {"baseline_median_us", r.baseline_median_us},
+      {"candidate_median_us", r.candidate_median_us},
+      {"pct_of_floor", r.pct_of_floor},
+      {"pct_of_raw", r.pct_of_raw},
+      {"speedup", r.speedup},
+      {"ci_lo", r.ci_lo},
+      {"ci_hi", r.ci_hi},
+      {"graph_speedup", r.graph_speedup},
+      {"graph_ci_lo", r.graph_ci_lo},
+      {"graph_ci_hi", r.graph_ci_hi},
+      {"recorded_us", r.recorded_us},
+      {"recorded_speedup", r.recorded_speedup},
+  };
+}
+
+ShapeResult shape_result_from_json(const json& j, const std::string& path) {
+  const Reader rd(path, kNoText);
+  return read_shape_result(Obj(rd, j, ""));
+}
+
+json results_to_json(const RunResult& run) {
+  const RunMeta& m = run.meta;
+  json meta = {
+      {"schema_version", m.schema_version},
+      {"scorer_version", m.scorer_version},
+      {"git_commit", m.git_commit},
+      {"git_dirty", m.git_dirty},
+      {"submission_sha256", m.submission_sha256},
+      {"command_line", m.command_line},
+      {"started_at", m.started_at},
+      {"shapes_path", m.shapes_path},
+      {"shapes_sha256", m.shapes_sha256},
+      {"seed", m.seed},
+      {"mode", m.mode},
+      {"variants", m.variants},
+      {"gpu_name", m.gpu_name},
+      {"sm_count", m.sm_count},
+      {"l2_bytes", m.l2_bytes},
+      {"driver_version", m.driver_version},
+      {"runtime_version", m.runtime_version},
+      {"sm_clock_mhz_start", m.sm_clock_mhz_start},
+      {"sm_clock_mhz_end", m.sm_clock_mhz_end},
+      {"copy_gbps", m.copy_gbps},
+      {"matrix_tflops", m.matrix_tflops},
+      {"empty_launch_us", m.empty_launch_us},
+  };
+  json shapes = json::array();
+  for (const ShapeResult& r : run.shapes) shapes.push_back(shape_result_to_json(r));
+  json regimes = json::array();
+  for (const RegimeResult& g : run.regimes)
+    regimes.push_back({{"name", g.name},
+                       {"shapes", g.shapes},
+                       {"failed", g.failed},
+                       {"speedup", interval_to_json(g.speedup)},
+                       {"graph_speedup", interval_to_json(g.graph_speedup)},
+                       {"recorded_speedup", g.recorded_speedup}});
+  return {
+      {"meta", meta},
+      {"shapes", shapes},
+      {"regimes", regimes},
+      {"aggregate", interval_to_json(run.aggregate)},
+      {"graph_aggregate", interval_to_json(run.graph_aggregate)},
+      {"recorded_aggregate", run.recorded_aggregate},
+      {"recorded_source", run.recorded_source},
+      {"shapes_failed", run.shapes_failed},
+      {"flags", run.flags},
+      {"correctness_passed", run.correctness_passed},
+  };
+}
+
+RunResult results_from_json(const json& j, const std::string& path, const std::string& text) {
+  const Reader rd(path, text);
+  Obj o(rd, j, "");
+  RunResult run;
+  run.meta = read_meta(o.object("meta"));
+  run.shapes = read_array<ShapeResult>(rd, o, "shapes", read_shape_result);
+  run.regimes = read_array<RegimeResult>(rd, o, "regimes", [](Obj g) {
+    RegimeResult r;
+    r.name = g.str("name");
+    r.shapes = g.integer("shapes");
+    r.failed = g.integer("failed");
+    r.speedup = g.interval("speedup");
+    r.graph_speedup = g.interval("graph_speedup");
+    r.recorded_speedup = g.num("recorded_speedup");
+    g.finish();
+    return r;
+  });
+  run.aggregate = o.interval("aggregate");
+  run.graph_aggregate = o.interval("graph_aggregate");
+  run.recorded_aggregate = o.num("recorded_aggregate");
+  run.recorded_source = o.str("recorded_source");
+  run.shapes_failed = o.integer("shapes_failed");
+  run.flags = o.integer("flags");
+  run.correctness_passed = o.boolean("correctness_passed");
+  o.finish();
+  return run;
+}
+
+RunResult load_results(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  if (std::filesystem::is_directory(path))  // opens, but reads as empty
+    throw InputError(path + ": cannot read: " + std::strerror(EISDIR));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  const std::string text = buf.str();
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    Locator loc(text, "");
+    loc.run();
+    // e.byte counts the offending character itself.
+    const int line = line_at(text, e.byte ? e.byte - 1 : 0);
+    throw InputError(path + ":" + std::to_string(line) + ": " +
+                     (loc.field.empty() ? "" : "field '" + loc.field + "': ") +
+                     syntax_reason(e.what()));
+  }
+  return results_from_json(j, path, text);
+}
+
+void save_results(const RunResult& run, const std::string& path) {
+  // Serialised in full before the file is touched, so that a failure here
+  // leaves the previous file as it was. Invalid UTF-8 (say in a CUDA error
+  // message) is replaced rather than failing the whole run.
+  const std::string text =
+      results_to_json(run).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec)
+      throw std::runtime_error(path + ": cannot create directory " + target.parent_path().string() +
+                               ": " + ec.message());
+  }
+  // The pid keeps two scorers writing the same target from sharing a
+  // temporary; rename() then replaces the target in one step.
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_errno(tmp + ": cannot write", "");
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      errno = err;
+      fail_errno(tmp + ": cannot write", tmp);
+    }
+    done += size_t(n);
+  }
+  // fsync before rename: otherwise a crash soon after could leave the target
+  // renamed but empty on some filesystems.
+  if (fsync(fd) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    fail_errno(tmp + ": cannot write", tmp);
+  }
+  if (close(fd) != 0) fail_errno(tmp + ": cannot write", tmp);
+  if (rename(tmp.c_str(), path.c_str()) != 0) fail_errno(path + ": cannot replace", tmp);
+}
+
+}  // namespace scorer

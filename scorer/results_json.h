@@ -1,0 +1,27 @@
+// Results files as JSON (nlohmann-json), schema in the README. Reading is
+// strict: a malformed, truncated or incomplete file gives an InputError naming
+// the file, the line and the field. Writing is atomic (a temporary file renamed
+// over the target), so a crash never leaves half a file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "results.h"
+
+namespace scorer {
+
+nlohmann::json results_to_json(const RunResult& run);
+// `path` names the source in error messages; `text` lets errors give a line.
+RunResult results_from_json(const nlohmann::json& j, const std::string& path,
+                            const std::string& text = "");
+RunResult load_results(const std::string& path);  // throws InputError
+void save_results(const RunResult& run, const std::string& path);  // atomic; creates directories
+
+// Shape <-> JSON, shared with the scorer's child processes.
+nlohmann::json shape_to_json(const Shape& s);
+Shape shape_from_json(const nlohmann::json& j, const std::string& path);
+nlohmann::json shape_result_to_json(const ShapeResult& r);
+ShapeResult shape_result_from_json(const nlohmann::json& j, const std::string& path);
+
+}  // namespace scorer

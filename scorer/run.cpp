@@ -1,0 +1,399 @@
+// `scorer run`, `scorer check` and `scorer list`: validate the shapes, measure
+// the GPU's ceilings in a child process, score every shape in a child process
+// of its own (a crash or hang fails that shape alone), then compute the
+// statistics, print the table, save the JSON and compare with the selected best.
+#include <fnmatch.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "build_info.h"
+#include "scorer/child_process.h"
+#include "scorer/commands.h"
+#include "scorer/diff.h"
+#include "scorer/exit_codes.h"
+#include "scorer/recorded.h"
+#include "scorer/results_json.h"
+#include "scorer/shape_child.h"
+#include "scorer/stats.h"
+#include "scorer/table.h"
+#include "scorer/workload.h"
+#include "submission/submission.h"
+
+namespace scorer {
+namespace {
+
+const char* kRunHelp = R"(usage: scorer run [options]      score shapes: correctness, timing, speedups
+       scorer check [options]    correctness only (no timing)
+
+options:
+  --shapes FILE         shapes file (default shapes.toml)
+  --filter GLOB[,GLOB]  only shapes whose name matches one of the globs
+  --regime NAME         only shapes of this regime (repeatable)
+  --variant OP=NAME     score submission variant NAME for op OP (repeatable; see scorer list)
+  --seed N              input seed (default 20261129)
+  --out FILE            results file (default results/latest.json); every run is also kept
+                        in results/runs/
+  --best FILE           selected best to compare with at the end (default results/best.json)
+  --no-diff             do not compare with the selected best
+  --recorded FILE       also show speedups against recorded baseline times (e.g.
+                        baselines/h200-serving-stack.toml), labelled as recorded
+  --graph               also time launches replayed from CUDA graphs (labelled as such)
+  --target PCT          stop timing a shape when its 95% interval's half-width is under
+                        PCT% of its speedup (default 1)
+  --time-cap S          ... or after S seconds of timing (default 5)
+  --min-trials N        paired trials at least (default 20)
+  --max-trials N        paired trials at most (default 2000)
+  --sets N              weight sets rotated through the trials (default 3)
+  --checks N            fresh-input checks before and after timing (default 3)
+  --shape-timeout S     a shape that has not finished after S seconds is killed and
+                        fails as a hang (default 300)
+  -h, --help            this text
+
+exit codes: 0 all correct, 1 a correctness failure, 2 bad input, 3 no usable GPU or a
+CUDA error outside any one shape
+)";
+
+struct CliError {
+  std::string message;
+};
+
+struct Options {
+  std::string shapes = "shapes.toml";
+  std::vector<std::string> filters, regimes;
+  std::map<std::string, std::string> variants;
+  std::string out = "results/latest.json", best = "results/best.json", recorded;
+  bool diff = true;
+  double shape_timeout_s = 300;
+  RunOptions run;
+};
+
+double parse_number(const std::string& flag, const std::string& v, double lo, double hi) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used != v.size() || !(x >= lo && x <= hi)) throw std::invalid_argument(v);
+    return x;
+  } catch (const std::exception&) {
+    std::ostringstream s;
+    s << "command line: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << v << "'";
+    throw CliError{s.str()};
+  }
+}
+
+Options parse_options(const std::vector<std::string>& args, bool timing) {
+  Options o;
+  o.run.time = timing;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw CliError{"command line: " + a + " needs a value"};
+      return args[++i];
+    };
+    if (a == "--shapes") o.shapes = value();
+    else if (a == "--filter") {
+      std::stringstream ss(value());
+      for (std::string g; std::getline(ss, g, ',');)
+        if (!g.empty()) o.filters.push_back(g);
+    } else if (a == "--regime") o.regimes.push_back(value());
+    else if (a == "--variant") {
+      const std::string v = value();
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+        throw CliError{"command line: --variant: expected OP=NAME, got '" + v + "'"};
+      std::string op = v.substr(0, eq);
+      if (op == "moe") op = "moe_w4a16";
+      std::vector<std::string> known;
+      try {
+        known = submission::variants(op);
+      } catch (const std::exception&) {
+        throw CliError{"command line: --variant: unknown op '" + op + "' (pooler, dense, router, moe_w4a16)"};
+      }
+      const std::string name = v.substr(eq + 1);
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::string list;
+        for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        throw CliError{"command line: --variant: op " + op + " has no variant '" + name + "' (known: " + list + ")"};
+      }
+      o.variants[op] = name;
+    } else if (a == "--seed") o.run.seed = uint64_t(parse_number(a, value(), 0, 9.0e15));
+    else if (a == "--out") o.out = value();
+    else if (a == "--best") o.best = value();
+    else if (a == "--no-diff") o.diff = false;
+    else if (a == "--recorded") o.recorded = value();
+    else if (a == "--graph") o.run.graph = true;
+    else if (a == "--target") o.run.target_rel_halfwidth = parse_number(a, value(), 0.01, 100) / 100;
+    else if (a == "--time-cap") o.run.time_cap_s = parse_number(a, value(), 0, 3600);
+    else if (a == "--min-trials") o.run.min_trials = int(parse_number(a, value(), 1, 1e6));
+    else if (a == "--max-trials") o.run.max_trials = int(parse_number(a, value(), 1, 1e6));
+    else if (a == "--sets") o.run.sets = int(parse_number(a, value(), 1, 16));
+    else if (a == "--checks") o.run.checks = int(parse_number(a, value(), 1, 1000));
+    else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
+    else throw CliError{"command line: unknown option '" + a + "' (see scorer run --help)"};
+  }
+  if (o.run.min_trials > o.run.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
+  return o;
+}
+
+bool selected(const Shape& s, const Options& o) {
+  if (!o.regimes.empty() && std::find(o.regimes.begin(), o.regimes.end(), s.regime) == o.regimes.end()) return false;
+  if (o.filters.empty()) return true;
+  for (const auto& g : o.filters)
+    if (fnmatch(g.c_str(), s.name.c_str(), 0) == 0 || s.name.find(g) != std::string::npos) return true;
+  return false;
+}
+
+std::string shell_line(const char* cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd, "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string utc_now(const char* fmt) {
+  const std::time_t t = std::time(nullptr);
+  char b[64];
+  std::strftime(b, sizeof b, fmt, std::gmtime(&t));
+  return b;
+}
+
+nlohmann::json calibration_json(const RunMeta& m) {
+  return {{"gpu_name", m.gpu_name}, {"sm_count", m.sm_count}, {"l2_bytes", m.l2_bytes},
+          {"driver_version", m.driver_version}, {"runtime_version", m.runtime_version},
+          {"sm_clock_mhz_start", m.sm_clock_mhz_start}, {"copy_gbps", m.copy_gbps},
+          {"matrix_tflops", m.matrix_tflops}, {"empty_launch_us", m.empty_launch_us}};
+}
+
+void apply_calibration(RunMeta& m, const nlohmann::json& j) {
+  m.gpu_name = j.at("gpu_name").get<std::string>();
+  m.sm_count = j.at("sm_count").get<int>();
+  m.l2_bytes = j.at("l2_bytes").get<int>();
+  m.driver_version = j.at("driver_version").get<int>();
+  m.runtime_version = j.at("runtime_version").get<int>();
+  m.sm_clock_mhz_start = j.at("sm_clock_mhz_start").get<double>();
+  m.copy_gbps = j.at("copy_gbps").get<double>();
+  m.matrix_tflops = j.at("matrix_tflops").get<double>();
+  m.empty_launch_us = j.at("empty_launch_us").get<double>();
+}
+
+// Runs `work` in a child that must print a JSON document; a child that failed
+// to start CUDA reports {"error": "..."}.
+nlohmann::json gpu_child(const std::function<nlohmann::json()>& work, double timeout_s, std::string* failure) {
+  const ChildOutcome c = run_in_child(
+      [&] {
+        try {
+          return work().dump();
+        } catch (const std::exception& e) {
+          return nlohmann::json{{"error", e.what()}}.dump();
+        }
+      },
+      timeout_s);
+  if (c.kind != ChildOutcome::ok) {
+    *failure = c.detail;
+    return nullptr;
+  }
+  try {
+    nlohmann::json j = nlohmann::json::parse(c.output);
+    if (j.contains("error")) {
+      *failure = j["error"].get<std::string>();
+      return nullptr;
+    }
+    return j;
+  } catch (const std::exception& e) {
+    *failure = std::string("unreadable result from the child: ") + e.what();
+    return nullptr;
+  }
+}
+
+RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std::string>& args, bool timing) {
+  RunMeta m;
+  m.scorer_version = std::string(SCORER_CODE_SHA256).substr(0, 16);
+  m.submission_sha256 = SCORER_SUBMISSION_SHA256;
+  m.git_commit = shell_line("git rev-parse HEAD 2>/dev/null");
+  m.git_dirty = !shell_line("git status --porcelain 2>/dev/null").empty();
+  m.command_line = timing ? "scorer run" : "scorer check";
+  for (const auto& a : args) m.command_line += " " + a;
+  m.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  m.shapes_path = sf.path;
+  m.shapes_sha256 = sf.sha256;
+  m.seed = o.run.seed;
+  m.mode = "events";
+  for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
+    auto it = o.variants.find(op);
+    m.variants[op] = it == o.variants.end() ? "default" : it->second;
+  }
+  return m;
+}
+
+// `scorer check`: one line per shape with its verdict and worst errors.
+void print_check_table(std::ostream& out, const RunResult& run) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-22s %-10s %-10s %7s %11s %11s  %s\n", "shape", "regime", "correct", "checks",
+                "rel L2", "worst/bound", "note");
+  out << line;
+  for (const auto& r : run.shapes) {
+    std::snprintf(line, sizeof line, "%-22s %-10s %-10s %7d %11.3g %11.3g  %s\n", r.shape.name.c_str(),
+                  r.shape.regime.c_str(), r.status == "ok" ? "yes" : r.status.c_str(), r.check.checks, r.check.rel_l2,
+                  r.check.worst_elem, r.reason.c_str());
+    out << line;
+  }
+  out << "correctness " << (run.correctness_passed ? "passed" : "FAILED") << ": " << run.shapes.size() - run.shapes_failed
+      << " of " << run.shapes.size() << " shapes correct\n";
+}
+
+int score(const std::vector<std::string>& args, bool timing) {
+  for (const auto& a : args)
+    if (a == "-h" || a == "--help") {
+      std::cout << kRunHelp;
+      return kExitOk;
+    }
+  Options o;
+  ShapesFile sf;
+  Recorded rec;
+  try {
+    o = parse_options(args, timing);
+    sf = load_shapes(o.shapes);
+    if (!o.recorded.empty()) rec = load_recorded(o.recorded);
+  } catch (const CliError& e) {
+    std::cerr << e.message << "\n";
+    return kExitBadInput;
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitBadInput;
+  }
+  std::vector<Shape> shapes;
+  for (const auto& s : sf.shapes)
+    if (selected(s, o)) shapes.push_back(s);
+  if (shapes.empty()) {
+    std::cerr << "command line: no shape of " << o.shapes << " matches the --filter/--regime given\n";
+    return kExitBadInput;
+  }
+
+  RunResult run;
+  run.meta = start_meta(o, sf, args, timing);
+  std::string failure;
+  std::cerr << "scorer: measuring the GPU (copy bandwidth, matrix rate, launch cost)\n";
+  const nlohmann::json cal = gpu_child([&] {
+    RunMeta m;
+    calibrate(m);
+    return calibration_json(m);
+  }, 300, &failure);
+  if (cal.is_null()) {
+    std::cerr << "scorer: no usable GPU: " << failure << "\n";
+    return kExitNoGpu;
+  }
+  apply_calibration(run.meta, cal);
+  std::cerr << "scorer: " << run.meta.gpu_name << ", SM clock " << int(run.meta.sm_clock_mhz_start) << " MHz, copy "
+            << int(run.meta.copy_gbps) << " GB/s, bf16 " << int(run.meta.matrix_tflops) << " TFLOP/s, empty launch "
+            << run.meta.empty_launch_us << " us\n";
+
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    RunOptions ro = o.run;
+    ro.candidate.variant = run.meta.variants[op_name(s.op)];
+    const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + "]";
+    const auto t0 = std::chrono::steady_clock::now();
+    ShapeResult r = score_shape_in_child(s, ro, run.meta, prefix, o.shape_timeout_s);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.status != "ok")
+      std::cerr << prefix << " " << s.name << ": FAILED (" << r.status << "): " << r.reason << "\n";
+    else
+      std::cerr << prefix << " " << s.name << ": done in " << int(secs + 0.5) << " s\n";
+    run.shapes.push_back(std::move(r));
+  }
+
+  const nlohmann::json end = gpu_child([] { return nlohmann::json{{"mhz", sm_clock_now_mhz()}}; }, 120, &failure);
+  if (!end.is_null()) run.meta.sm_clock_mhz_end = end["mhz"].get<double>();
+
+  if (!o.recorded.empty()) apply_recorded(run, rec);
+  BootstrapOptions bo;
+  bo.seed = o.run.seed;
+  compute_statistics(run, bo);
+  std::cout << "\n";
+  if (timing) {
+    print_table(std::cout, run);
+    try {
+      save_results(run, o.out);
+      const std::string keep = "results/runs/" + utc_now("%Y%m%dT%H%M%SZ") + "-" +
+                               (run.meta.git_commit.empty() ? "nogit" : run.meta.git_commit.substr(0, 8)) + ".json";
+      save_results(run, keep);
+      std::cout << "\nresults: " << o.out << " (kept as " << keep << ")\n";
+    } catch (const std::exception& e) {
+      std::cerr << "scorer: cannot save results: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+    struct stat st{};
+    if (o.diff && stat(o.best.c_str(), &st) == 0) {
+      std::cout << "\ncompared with the selected best (" << o.best << "):\n";
+      try {
+        DiffOptions d;
+        print_diff(std::cout, run, load_results(o.best), d);
+      } catch (const InputError& e) {
+        std::cerr << e.what() << "\n";
+      }
+    }
+  } else {
+    print_check_table(std::cout, run);
+  }
+  return run.correctness_passed ? kExitOk : kExitIncorrect;
+}
+
+}  // namespace
+
+int run_main(const std::vector<std::string>& args) { return score(args, true); }
+int check_main(const std::vector<std::string>& args) { return score(args, false); }
+
+int list_main(const std::vector<std::string>& args) {
+  std::string path = "shapes.toml";
+  uint64_t seed = RunOptions{}.seed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-h" || args[i] == "--help") {
+      std::cout << "usage: scorer list [--shapes FILE] [--seed N]\n"
+                   "lists the shapes (dims, minimal bytes, FLOPs) and each op's submission variants\n";
+      return kExitOk;
+    } else if (args[i] == "--shapes" && i + 1 < args.size()) path = args[++i];
+    else if (args[i] == "--seed" && i + 1 < args.size()) seed = std::stoull(args[++i]);
+    else {
+      std::cerr << "command line: unknown option '" << args[i] << "' (see scorer list --help)\n";
+      return kExitBadInput;
+    }
+  }
+  ShapesFile sf;
+  try {
+    sf = load_shapes(path);
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitBadInput;
+  }
+  std::printf("%-22s %-10s %-10s %-52s %10s %10s\n", "shape", "op", "regime", "dims", "MB", "GFLOP");
+  for (const auto& s : sf.shapes) {
+    Routing r;
+    if (s.op == Op::moe_w4a16) r = routing_for(s, shape_seed(seed, s));
+    const Routing* rp = s.op == Op::moe_w4a16 ? &r : nullptr;
+    std::printf("%-22s %-10s %-10s %-52s %10.2f %10.3f\n", s.name.c_str(), op_name(s.op), s.regime.c_str(),
+                s.dims_string().c_str(), min_bytes(s, rp) / 1e6, op_flops(s, rp) / 1e9);
+  }
+  std::printf("\nvariants (scorer run --variant OP=NAME):\n");
+  for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
+    std::string list;
+    for (const auto& v : submission::variants(op)) list += (list.empty() ? "" : ", ") + v;
+    std::printf("  %-10s %s\n", op, list.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace scorer

@@ -1,0 +1,20 @@
+// One shape in a process of its own: the child scores it (run_shape) and sends
+// its result back as JSON; how the child ended (a result, a crash, a hang
+// killed at the timeout) becomes the shape's result. `scorer run` uses the
+// forked form; the scorer's own tests run deliberately bad kernels through
+// run_program and judge the outcome with shape_result_from_child.
+#pragma once
+
+#include <string>
+
+#include "scorer/child_process.h"
+#include "scorer/shape_runner.h"
+
+namespace scorer {
+
+ShapeResult score_shape_in_child(const Shape& s, const RunOptions& opt, const RunMeta& meta,
+                                 const std::string& progress_prefix, double timeout_s);
+
+ShapeResult shape_result_from_child(const Shape& s, const ChildOutcome& c);
+
+}  // namespace scorer

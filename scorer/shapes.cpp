@@ -1,0 +1,326 @@
+// Compiled by g++ only: toml++ does not compile under nvcc.
+#include "shapes.h"
+
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include "reference/int4.h"
+#include "sha256.h"
+
+namespace scorer {
+namespace {
+
+constexpr int64_t kMaxDim = 1000000;
+constexpr double kMaxBytes = 32.0 * (1ull << 30);
+
+}  // namespace
+
+const std::vector<OpDim>& op_dims(Op op) {
+  static const std::vector<OpDim> pooler = {{"B", &Shape::B, true, 1},
+                                          {"H", &Shape::H, true, 1},
+                                          {"min_len", &Shape::min_len, false, 1},
+                                          {"max_len", &Shape::max_len, false, 1}};
+  static const std::vector<OpDim> dense = {
+      {"M", &Shape::M, true, 1}, {"N", &Shape::N, true, 1}, {"K", &Shape::K, true, 1}};
+  static const std::vector<OpDim> router = {{"T", &Shape::T, true, 1},
+                                          {"H", &Shape::H, true, 1},
+                                          {"E", &Shape::E, true, 1},
+                                          {"k", &Shape::k, true, 1}};
+  static const std::vector<OpDim> moe = {{"M", &Shape::M, true, 1},
+                                       {"H", &Shape::H, true, 1},
+                                       {"I", &Shape::I, true, 1},
+                                       {"E_global", &Shape::E_global, true, 1},
+                                       {"E_local", &Shape::E_local, true, 1},
+                                       {"k", &Shape::k, true, 1},
+                                       {"ep_rank", &Shape::ep_rank, true, 0}};
+  switch (op) {
+    case Op::pooler: return pooler;
+    case Op::dense: return dense;
+    case Op::router: return router;
+    case Op::moe_w4a16: return moe;
+  }
+  return dense;
+}
+
+namespace {
+
+constexpr Op kOps[] = {Op::pooler, Op::dense, Op::router, Op::moe_w4a16};
+
+bool is_dim_of_any_op(const std::string& key) {
+  for (Op op : kOps)
+    for (const OpDim& d : op_dims(op))
+      if (key == d.name) return true;
+  return false;
+}
+
+std::string dim_list(Op op) {
+  std::string s;
+  for (const OpDim& d : op_dims(op)) s += (s.empty() ? "" : ", ") + std::string(d.name);
+  return s;
+}
+
+const char* type_phrase(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a floating-point number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
+      return false;
+  return true;
+}
+
+// Bytes of every input and output of one call, weights included: the part of
+// device memory a shape needs no matter how a kernel is written.
+double io_bytes(const Shape& s) {
+  const double bf16 = 2, i32 = 4, f32 = 4;
+  switch (s.op) {
+    case Op::pooler: {
+      const double s_total = double(s.B) * s.max_len;  // the longest the seed can draw
+      return bf16 * (s_total * s.H + double(s.H) * s.H + s.H + double(s.B) * s.H) +
+             i32 * (s.B + 1.0);
+    }
+    case Op::dense: return bf16 * (double(s.M) * s.K + double(s.N) * s.K + double(s.M) * s.N);
+    case Op::router:
+      return bf16 * (double(s.T) * s.H + double(s.E) * s.H) + f32 * double(s.T) * s.E +
+             (i32 + f32) * double(s.T) * s.k;
+    case Op::moe_w4a16: {
+      // W13 [2I, H] and W2 [H, I]: half a byte per code, one bf16 scale per group
+      const double per_expert = 3.0 * s.I * s.H * (0.5 + bf16 / ref::kGroupSize);
+      return bf16 * 2.0 * s.M * s.H + (i32 + f32) * double(s.M) * s.k + s.E_local * per_expert;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::pooler: return "pooler";
+    case Op::dense: return "dense";
+    case Op::router: return "router";
+    case Op::moe_w4a16: return "moe_w4a16";
+  }
+  return "?";
+}
+
+bool parse_op(const std::string& s, Op* op) {
+  for (Op o : kOps)
+    if (s == op_name(o)) {
+      *op = o;
+      return true;
+    }
+  return false;
+}
+
+std::string Shape::dims_string() const {
+  std::string s;
+  for (const OpDim& d : op_dims(op))
+    s += (s.empty() ? "" : " ") + std::string(d.name) + "=" + std::to_string(this->*d.field);
+  return s;
+}
+
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void fail(int line, const std::string& field, const std::string& msg) const {
+    throw InputError(path_ + ":" + std::to_string(line) + ": field '" + field + "': " + msg);
+  }
+
+  std::vector<Shape> shapes(const toml::table& root) {
+    for (auto&& [key, node] : root)
+      if (key.str() != "shape")
+        fail(key.source().begin.line, std::string(key.str()),
+             "not allowed outside a [[shape]] table (the file holds only [[shape]] tables)");
+    const toml::node* list = root.get("shape");
+    if (!list) fail(1, "shape", "no [[shape]] tables in the file");
+    const toml::array* arr = list->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      fail(list->source().begin.line, "shape", "must be an array of tables, written [[shape]]");
+    std::vector<Shape> out;
+    for (const toml::node& n : *arr) out.push_back(shape(*n.as_table()));
+    if (out.empty()) fail(list->source().begin.line, "shape", "no [[shape]] tables in the file");
+    return out;
+  }
+
+ private:
+  std::string path_;
+  std::map<std::string, int> name_lines_;  // for duplicate names
+
+  Shape shape(const toml::table& t) {
+    Shape s;
+    s.line = t.source().begin.line;
+    for (auto&& [key, node] : t) {
+      const std::string k(key.str());
+      if (k != "name" && k != "op" && k != "regime" && !is_dim_of_any_op(k))
+        fail(key.source().begin.line, k,
+             "unknown field (a shape has name, op, regime and its op's dims)");
+    }
+    s.name = string_field(t, "name", s.line);
+    const std::string op = string_field(t, "op", s.line);
+    if (!parse_op(op, &s.op))
+      fail(line_of(t, "op"), "op",
+           "unknown op '" + op + "' (expected pooler, dense, router or moe_w4a16)");
+    s.regime = string_field(t, "regime", s.line);
+
+    if (!valid_name(s.name))
+      fail(line_of(t, "name"), "name", "must match [A-Za-z0-9_.-]+ (got \"" + s.name + "\")");
+    const auto [it, fresh] = name_lines_.emplace(s.name, line_of(t, "name"));
+    if (!fresh)
+      fail(line_of(t, "name"), "name",
+           "duplicate name '" + s.name + "' (first used at line " + std::to_string(it->second) +
+               ")");
+    if (s.regime.empty()) fail(line_of(t, "regime"), "regime", "must not be empty");
+
+    for (auto&& [key, node] : t) {
+      const std::string k(key.str());
+      if (k == "name" || k == "op" || k == "regime") continue;
+      bool ours = false;
+      for (const OpDim& d : op_dims(s.op)) ours |= k == d.name;
+      if (!ours)
+        fail(key.source().begin.line, k,
+             std::string("not a dim of op ") + op_name(s.op) + " (its dims: " + dim_list(s.op) +
+                 ")");
+    }
+    for (const OpDim& d : op_dims(s.op)) {
+      const toml::node* n = t.get(d.name);
+      if (!n) {
+        if (d.required)
+          fail(s.line, d.name,
+               std::string("missing (op ") + op_name(s.op) + " needs " + dim_list(s.op) + ")");
+        continue;
+      }
+      if (!n->is_integer())
+        fail(n->source().begin.line, d.name,
+             std::string("expected an integer, got ") + type_phrase(n->type()));
+      const int64_t v = n->as_integer()->get();
+      if (v < d.min || v > kMaxDim)
+        fail(n->source().begin.line, d.name,
+             "must be between " + std::to_string(d.min) + " and " + std::to_string(kMaxDim) +
+                 " (got " + std::to_string(v) + ")");
+      s.*d.field = int(v);
+    }
+    check_op_rules(s, t);
+    const double bytes = io_bytes(s);
+    if (bytes > kMaxBytes) {
+      std::ostringstream m;
+      m << std::fixed << std::setprecision(1) << "inputs and outputs of shape '" << s.name
+        << "' take " << bytes / (1ull << 30) << " GiB, more than the limit of "
+        << kMaxBytes / (1ull << 30) << " GiB (" << s.dims_string() << ")";
+      throw InputError(path_ + ":" + std::to_string(s.line) + ": fields " + dim_list(s.op) + ": " +
+                       m.str());
+    }
+    return s;
+  }
+
+  static int line_of(const toml::table& t, const char* key) {
+    const toml::node* n = t.get(key);
+    return n ? int(n->source().begin.line) : int(t.source().begin.line);
+  }
+
+  std::string string_field(const toml::table& t, const char* key, int header_line) {
+    const toml::node* n = t.get(key);
+    if (!n) fail(header_line, key, "missing");
+    if (!n->is_string())
+      fail(n->source().begin.line, key,
+           std::string("expected a string, got ") + type_phrase(n->type()));
+    return n->as_string()->get();
+  }
+
+  // The "Valid:" lines of submission/submission.h.
+  void check_op_rules(const Shape& s, const toml::table& t) const {
+    const std::string op = op_name(s.op);
+    auto multiple = [&](const char* field, int v, int m) {
+      if (v % m != 0)
+        fail(line_of(t, field), field,
+             "must be a multiple of " + std::to_string(m) + " for op " + op + " (got " +
+                 std::to_string(v) + ")");
+    };
+    auto at_most = [&](const char* field, int v, const char* bound_name, int bound) {
+      if (v > bound)
+        fail(line_of(t, field), field,
+             std::string("must be at most ") + bound_name + " (got " + field + "=" +
+                 std::to_string(v) + ", " + bound_name + "=" + std::to_string(bound) + ")");
+    };
+    switch (s.op) {
+      case Op::pooler:
+        multiple("H", s.H, 8);
+        at_most("min_len", s.min_len, "max_len", s.max_len);
+        break;
+      case Op::dense: multiple("K", s.K, 8); break;
+      case Op::router:
+        multiple("H", s.H, 8);
+        at_most("k", s.k, "E", s.E);
+        break;
+      case Op::moe_w4a16:
+        multiple("H", s.H, 128);
+        multiple("I", s.I, 128);
+        at_most("k", s.k, "E_global", s.E_global);
+        if (s.E_global % s.E_local != 0)
+          fail(line_of(t, "E_local"), "E_local",
+               "must divide E_global (got E_local=" + std::to_string(s.E_local) +
+                   ", E_global=" + std::to_string(s.E_global) + ")");
+        if (s.ep_rank >= s.E_global / s.E_local)
+          fail(line_of(t, "ep_rank"), "ep_rank",
+               "must be below E_global/E_local = " + std::to_string(s.E_global / s.E_local) +
+                   " (got " + std::to_string(s.ep_rank) + ")");
+        break;
+    }
+  }
+};
+
+}  // namespace
+
+ShapesFile parse_shapes(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text), std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    throw InputError(path + ":" + std::to_string(e.source().begin.line) +
+                     ": syntax error at column " + std::to_string(e.source().begin.column) + ": " +
+                     std::string(e.description()));
+  }
+  ShapesFile f;
+  f.path = path;
+  f.shapes = Parser(path).shapes(root);
+  f.sha256 = sha256_string(text);
+  return f;
+}
+
+ShapesFile load_shapes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  if (std::filesystem::is_directory(path))  // opens, but reads as empty
+    throw InputError(path + ": cannot read: " + std::strerror(EISDIR));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  return parse_shapes(text.str(), path);
+}
+
+}  // namespace scorer

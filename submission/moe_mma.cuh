@@ -1,0 +1,429 @@
+// The tensor-core path of moe_w4a16: weight repacking (prepare) and the two
+// grouped GEMMs (launches 2 and 3 of run).
+//
+// Swap-AB: weight rows are the MMA's M side (16-row tiles), the routes of one
+// block are its N side (8-wide token tiles), so a block of 1..8 routes wastes
+// no weight bytes. A work unit is (block, tile_rows weight rows) over the whole
+// reduction dim; persistent CTAs take units round-robin in row-group-major
+// order and stream them through one continuous cp.async pipeline of stages of
+// one scale group (128 along the reduction dim): every stage holds the unit's
+// weights, their scales and the block's activations, so the pipeline never
+// drains at a unit boundary. Each warp owns RT tiles of a unit and all of its
+// routes; no reduction across warps or CTAs is needed for a unit.
+//
+// GEMM 1 (gate_up) ends a unit with SiLU(gate)*up rounded to bf16 into h.
+// GEMM 2 (down) writes each route's fp32 rows to a workspace and counts, per
+// (token, row group), how many of the token's routes are done; the CTA that
+// completes a token's count sums its routes in order j = 0..k-1, scaled by
+// topk_weights, and writes the bf16 output (deterministic: no float atomics;
+// the counter resets itself for the next call and for graph replays).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "submission/moe_align.cuh"
+#include "submission/moe_plan.h"
+#include "submission/moe_ptx.cuh"
+
+namespace submission::moe {
+
+// ------------------------------------------------------------ repack (prepare)
+// One thread per destination word of the layout in moe_plan.h:
+// codes [E][tiles][groups][256 words], scales [E][tiles][groups][8 words].
+// Sources: codes [E][rows][K/2], scales [E][rows][K/128]. `w13` selects the
+// gate/up row interleave.
+__global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
+                                  uint32_t* __restrict__ codes_out, uint32_t* __restrict__ scales_out,
+                                  int E, int tiles, int K, int I, bool w13) {
+  const int groups = K / kGroup, rows = tiles * kTileRows;
+  const size_t tile_groups = size_t(E) * tiles * groups;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < tile_groups * kTileGroupWords;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t tg = i / kTileGroupWords;  // (e, tile, group), group fastest
+    const int q = int(i % kTileGroupWords), lane = q / 8, w = q % 8;
+    const int group = int(tg % groups), tile = int(tg / groups % tiles), e = int(tg / groups / tiles);
+    codes_out[tg * kTileGroupWords + tile_word_index(lane, w)] = repacked_code_word(
+        codes + size_t(e) * rows * (K / 2), K, I, w13, tile, group, lane, w);
+    if (q < kTileGroupScaleWords)
+      scales_out[tg * kTileGroupScaleWords + q] = repacked_scale_word(
+          scales + size_t(e) * rows * groups, K, I, w13, tile, group, q);
+  }
+}
+
+// ------------------------------------------------------------ GEMM kernels
+// Stage layout of a CTA with NT token tiles (block of 8*NT routes) and RT
+// 16-row tiles per warp (geometry: moe_plan.h).
+template <int NT, int RT>
+struct MmaTile {
+  static constexpr int kTokens = 8 * NT;
+  static constexpr int kTiles = kMmaWarps * RT;
+  static constexpr int kRows = kTiles * kTileRows;
+  static constexpr int kWeightBytes = kTiles * kTileGroupBytes;
+  static constexpr int kScaleBytes = kTiles * kTileGroupScaleWords * 4;
+  static constexpr int kActBytes = kTokens * kGroup * 2;
+  static constexpr int kStageBytes = mma_stage_bytes(kTokens, kTiles);
+  static constexpr int kStages = mma_stages(kTokens, kTiles);
+  // + the tokens this CTA combines after a GEMM 2 unit
+  static constexpr int kSmemBytes = kStages * kStageBytes + kTokens * 4;
+  static_assert(kStageBytes == kWeightBytes + kScaleBytes + kActBytes + mma_meta_ints(kTokens) * 4, "");
+  static_assert(kStages >= 3, "pipeline too shallow");
+  static_assert(kSmemBytes <= kMmaSmemBudget, "");
+  // Copy mapping of issue_weights/issue_acts: thread tid copies 16-byte chunk
+  // tid%16 of slots tid/16 + 8j, and at most one 16-byte scale chunk.
+  static_assert(kMmaThreads == 128 && kTiles * 2 <= kMmaThreads, "copy mapping");
+};
+
+struct MmaGemmArgs {
+  const uint4* weights;     // repacked codes [E_local][tiles][groups][64 x 16 B]
+  const uint4* scales;      // repacked scales [E_local][tiles][groups][2 x 16 B]
+  int tiles;                // 16-row tiles per expert: 2I/16 (GEMM 1), H/16 (GEMM 2)
+  int groups;               // reduction dim / 128
+  const __nv_bfloat16* act; // GEMM 1: X [M][H], row of route r = r/k; GEMM 2: h [M*k][I], row r
+  AlignedRoutes routes;
+  __nv_bfloat16* h;         // GEMM 1 output [M*k][I]
+  float* partial;           // GEMM 2: fp32 rows of each route [M*k][H]
+  int* counters;            // GEMM 2: finished routes per (token, row group), zero between calls
+  __nv_bfloat16* out;       // [M][H]
+  const int32_t* topk_ids;  // [M][k]
+  const float* topk_weights;
+  int M, H, I, k, ep_rank, E_local;
+};
+
+// What a thread needs to issue the loads of one unit.
+template <int NT>
+struct UnitMeta {
+  int block = -1, row_group = 0, expert = 0, routes = 0;
+  int route[NT];  // route of slot (tid/16) + 8j: the slots whose activations this thread copies
+};
+
+template <int NT, int RT>
+__device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit, int units,
+                                                  int blocks) {
+  constexpr int kTokens = 8 * NT;
+  UnitMeta<NT> u;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) u.route[j] = -1;
+  if (unit >= units) return u;
+  // Row-group-major: CTAs working at the same time share row groups, so the
+  // GEMM 2 combine of a row group happens early instead of all at the end.
+  u.row_group = unit / blocks;
+  u.block = unit - u.row_group * blocks;
+  // L2 reads (.cg): GEMM 2 reads the routing before its PDL wait (see
+  // moe_mma_kernel), when no L1 line of it can be older than the alignment.
+  u.expert = __ldcg(a.routes.block_expert + u.block);
+  u.routes = __ldcg(a.routes.block_routes + u.block);
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    u.route[j] = __ldcg(a.routes.slot_route + u.block * kTokens + (threadIdx.x >> 4) + 8 * j);
+  return u;
+}
+
+// The cp.async copies of one stage, group `group` of unit `u`, in two parts:
+// the weights and scales, which depend only on the routing, and the
+// activations with the stage's metadata, which in GEMM 2 are GEMM 1's output.
+template <int NT, int RT>
+__device__ __forceinline__ void issue_weights(const MmaGemmArgs& a, const UnitMeta<NT>& u, int group,
+                                              unsigned char* stage) {
+  using T = MmaTile<NT, RT>;
+  const int tid = threadIdx.x;
+  uint4* ws = reinterpret_cast<uint4*>(stage);
+  uint4* ss = reinterpret_cast<uint4*>(stage + T::kWeightBytes);
+  const size_t tile0 = size_t(u.expert) * a.tiles + size_t(u.row_group) * T::kTiles;
+#pragma unroll
+  for (int c = tid; c < T::kTiles * 64; c += kMmaThreads) {
+    const int lt = c >> 6, w = c & 63;
+    cp_async16(ws + c, a.weights + ((tile0 + lt) * a.groups + group) * 64 + w, true);
+  }
+  if (tid < T::kTiles * 2) {
+    const int lt = tid >> 1;
+    cp_async16(ss + tid, a.scales + ((tile0 + lt) * a.groups + group) * 2 + (tid & 1), true);
+  }
+}
+
+template <bool kDown, int NT, int RT>
+__device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<NT>& u, int group,
+                                           unsigned char* stage) {
+  using T = MmaTile<NT, RT>;
+  const int tid = threadIdx.x;
+  uint4* xs = reinterpret_cast<uint4*>(stage + T::kWeightBytes + T::kScaleBytes);
+  int* meta = reinterpret_cast<int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+  const int K = a.groups * kGroup, chunk = tid & 15;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int slot = (tid >> 4) + 8 * j, r = u.route[j];
+    const int row = kDown ? r : r / a.k;
+    const __nv_bfloat16* src = r >= 0 ? a.act + size_t(row) * K + group * kGroup + chunk * 8 : a.act;
+    cp_async16(xs + act_stage_uint4(chunk, slot, T::kTokens), src, r >= 0);  // padding: zeros
+  }
+  if (tid == 0) {
+    meta[0] = u.block;
+    meta[1] = u.row_group;
+    meta[2] = u.routes;
+  }
+  if (chunk == 0) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) meta[4 + (tid >> 4) + 8 * j] = u.route[j];
+  }
+}
+
+// One stage's MMAs: acc += scale * (W_q - 8) . act, per 16-row tile and
+// 8-route tile. Token tiles past the block's routes are skipped.
+template <int NT, int RT>
+__device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes,
+                                              float (&acc)[RT][NT][4]) {
+  using T = MmaTile<NT, RT>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const uint4* ws = reinterpret_cast<const uint4*>(stage);
+  const uint32_t* sw = reinterpret_cast<const uint32_t*>(stage + T::kWeightBytes);
+  const uint4* xs = reinterpret_cast<const uint4*>(stage + T::kWeightBytes + T::kScaleBytes);
+  // The lane's 8 A words of each tile (word 2p + s: piece p, step s), two LDS.128.
+  uint32_t wq[RT][8];
+  uint32_t scale[RT];
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt) {
+    const int lt = warp * RT + rt;
+    const uint4 h0 = ws[lt * 64 + lane], h1 = ws[lt * 64 + 32 + lane];
+    wq[rt][0] = h0.x, wq[rt][1] = h0.y, wq[rt][2] = h0.z, wq[rt][3] = h0.w;
+    wq[rt][4] = h1.x, wq[rt][5] = h1.y, wq[rt][6] = h1.z, wq[rt][7] = h1.w;
+    scale[rt] = sw[lt * kTileGroupScaleWords + g];
+  }
+  // Per-group partial sums: the scale multiplies them once per group in fp32.
+  float part[RT][NT][4];
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) part[rt][nt][i] = 0.f;
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    uint32_t b[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      if (nt * 8 < routes) {
+        const uint4 v = xs[act_fragment_uint4(p, nt * 8 + g, t, T::kTokens)];
+        b[nt][0] = v.x, b[nt][1] = v.y, b[nt][2] = v.z, b[nt][3] = v.w;
+      }
+    }
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        uint32_t af[4];
+        dequant_word(wq[rt][2 * p + s], af);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          if (nt * 8 < routes) mma_bf16_16816(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt) {
+    const float lo = bf16_lo_to_float(scale[rt]), hi = bf16_hi_to_float(scale[rt]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      if (nt * 8 < routes) {
+        acc[rt][nt][0] = fmaf(lo, part[rt][nt][0], acc[rt][nt][0]);
+        acc[rt][nt][1] = fmaf(lo, part[rt][nt][1], acc[rt][nt][1]);
+        acc[rt][nt][2] = fmaf(hi, part[rt][nt][2], acc[rt][nt][2]);
+        acc[rt][nt][3] = fmaf(hi, part[rt][nt][3], acc[rt][nt][3]);
+      }
+    }
+  }
+}
+
+// GEMM 1 epilogue: accumulator rows g (gate) and g+8 (up) of a tile belong to
+// the same output i (see w13_source_row), so h needs no data exchange.
+template <int NT, int RT>
+__device__ __forceinline__ void store_h(const MmaGemmArgs& a, const int* meta,
+                                        const float (&acc)[RT][NT][4]) {
+  using T = MmaTile<NT, RT>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int row_group = meta[1], routes = meta[2];
+  const int* route = meta + 4;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt) {
+    const int i = (row_group * T::kTiles + warp * RT + rt) * 8 + g;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = nt * 8 + 2 * t + c;
+        if (col < routes) {
+          const float gate = acc[rt][nt][c], up = acc[rt][nt][2 + c];
+          a.h[size_t(route[col]) * a.I + i] = __float2bfloat16(gate / (1.f + expf(-gate)) * up);
+        }
+      }
+  }
+}
+
+// GEMM 2 epilogue: route rows to the workspace, then the per-(token, row
+// group) count; the CTA that completes a token's count combines its routes.
+template <int NT, int RT>
+__device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const int* meta,
+                                                  const float (&acc)[RT][NT][4], int row_groups,
+                                                  int* combine) {
+  using T = MmaTile<NT, RT>;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int row_group = meta[1], routes = meta[2];
+  const int* route = meta + 4;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt) {
+    const int n = (row_group * T::kTiles + warp * RT + rt) * kTileRows + g;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = nt * 8 + 2 * t + c;
+        if (col < routes) {
+          float* row = a.partial + size_t(route[col]) * a.H;
+          row[n] = acc[rt][nt][c];
+          row[n + 8] = acc[rt][nt][2 + c];
+        }
+      }
+  }
+  // Release: this CTA's partial rows are visible device-wide before any of
+  // its counter increments.
+  __threadfence();
+  __syncthreads();
+  if (tid < routes) {
+    const int m = route[tid] / a.k;
+    int* counter = a.counters + size_t(m) * row_groups + row_group;
+    const bool last = atomicAdd(counter, 1) + 1 == a.routes.token_routes[m];
+    if (last) *counter = 0;  // every route of m is counted: reset for the next call
+    combine[tid] = last ? m : -1;
+    __threadfence();  // acquire: the other CTAs' partial rows before reading them
+  }
+  __syncthreads();
+  for (int s = 0; s < routes; ++s) {
+    const int m = combine[s];
+    if (m < 0) continue;
+    for (int r = tid; r < T::kRows; r += kMmaThreads) {
+      const int n = row_group * T::kRows + r;
+      float sum = 0.f;
+      // Routes in order j; 8 at a time so that their loads are in flight
+      // together. Routes to other ranks add an exact 0.
+      for (int j0 = 0; j0 < a.k; j0 += 8) {
+        float w[8], y[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int j = j0 + u, rj = m * a.k + j;
+          const bool local = j < a.k && moe_local_expert(a.topk_ids[rj], a.ep_rank, a.E_local) >= 0;
+          w[u] = local ? a.topk_weights[rj] : 0.f;
+          y[u] = local ? __ldcg(a.partial + size_t(rj) * a.H + n) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) sum = fmaf(w[u], y[u], sum);
+      }
+      a.out[size_t(m) * a.H + n] = __float2bfloat16(sum);
+    }
+  }
+}
+
+template <bool kDown, int NT, int RT>
+__global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(const MmaGemmArgs a) {
+  using T = MmaTile<NT, RT>;
+  extern __shared__ __align__(16) unsigned char mma_smem[];
+  int* combine = reinterpret_cast<int*>(mma_smem + T::kStages * T::kStageBytes);
+
+  // GEMM 1 needs the alignment for everything. GEMM 2 reads the routing
+  // before its wait: under PDL it starts only once every GEMM 1 CTA has passed
+  // its own wait, so the alignment has completed and been flushed by then.
+  if constexpr (!kDown) {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
+  const int blocks = __ldcg(a.routes.num_blocks);
+  const int row_groups = a.tiles / T::kTiles;
+  const int units = blocks * row_groups;
+  const int my_units = int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+  const int total = my_units * a.groups;
+
+  // Producer: runs kStages-1 stages ahead of the consumer, across unit
+  // boundaries. The next unit's metadata is loaded one unit early so that its
+  // global reads never stall the pipeline.
+  int issued = 0, p_unit = 0, p_group = 0, p_slot = 0;
+  UnitMeta<NT> cur = load_unit<NT, RT>(a, blockIdx.x, units, blocks);
+  UnitMeta<NT> next = load_unit<NT, RT>(a, blockIdx.x + gridDim.x, units, blocks);
+  enum Part { kAll, kWeightsOnly, kActsOnly };
+  auto issue = [&](Part part) {
+    if (issued < total) {
+      unsigned char* stage = mma_smem + p_slot * T::kStageBytes;
+      if (part != kActsOnly) issue_weights<NT, RT>(a, cur, p_group, stage);
+      if (part != kWeightsOnly) issue_acts<kDown, NT, RT>(a, cur, p_group, stage);
+      ++issued;
+      p_slot = p_slot + 1 == T::kStages ? 0 : p_slot + 1;
+      if (++p_group == a.groups) {
+        p_group = 0;
+        ++p_unit;
+        cur = next;
+        next = load_unit<NT, RT>(a, blockIdx.x + (p_unit + 1) * gridDim.x, units, blocks);
+      }
+    }
+    cp_async_commit();  // empty groups keep the wait count uniform
+  };
+  if constexpr (kDown) {
+    // The first stages' weights do not depend on GEMM 1: request them while
+    // it finishes, then the activations (h) once it has.
+    const int issued0 = issued, p_unit0 = p_unit, p_group0 = p_group, p_slot0 = p_slot;
+    const UnitMeta<NT> cur0 = cur, next0 = next;
+#pragma unroll 1
+    for (int s = 0; s < T::kStages - 1; ++s) issue(kWeightsOnly);
+    pdl_wait();
+    pdl_launch_dependents();
+    issued = issued0, p_unit = p_unit0, p_group = p_group0, p_slot = p_slot0;
+    cur = cur0, next = next0;
+#pragma unroll 1
+    for (int s = 0; s < T::kStages - 1; ++s) issue(kActsOnly);
+    cp_async_wait<0>();  // the prologue's two groups per stage; the loop counts one
+  } else {
+#pragma unroll 1
+    for (int s = 0; s < T::kStages - 1; ++s) issue(kAll);
+  }
+
+  float acc[RT][NT][4];
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
+
+  int c_group = 0, c_slot = 0;
+#pragma unroll 1
+  for (int f = 0; f < total; ++f) {
+    cp_async_wait<T::kStages - 2>();  // this thread's copies of stage f landed
+    __syncthreads();                  // everyone's did; slot f-1 is free
+    issue(kAll);                      // stage f + kStages - 1 into slot f-1
+    const unsigned char* stage = mma_smem + c_slot * T::kStageBytes;
+    const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+    compute_stage<NT, RT>(stage, meta[2], acc);
+    if (++c_group == a.groups) {
+      c_group = 0;
+      if constexpr (kDown)
+        store_and_combine<NT, RT>(a, meta, acc, row_groups, combine);
+      else
+        store_h<NT, RT>(a, meta, acc);
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
+    }
+    c_slot = c_slot + 1 == T::kStages ? 0 : c_slot + 1;
+  }
+  cp_async_wait<0>();
+
+  if constexpr (!kDown) {
+    // Tokens with no route to this rank get zeros: GEMM 2 never visits them.
+    const int warp_id = blockIdx.x * kMmaWarps + (threadIdx.x >> 5);
+    for (int m = warp_id; m < a.M; m += gridDim.x * kMmaWarps) {
+      if (a.routes.token_routes[m] != 0) continue;
+      uint4* row = reinterpret_cast<uint4*>(a.out + size_t(m) * a.H);
+      for (int c = threadIdx.x & 31; c < a.H / 8; c += 32) row[c] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+}  // namespace submission::moe

@@ -1,0 +1,124 @@
+#include "submission/moe_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace submission::moe {
+namespace {
+
+// What the model weighs bytes with. HBM: the H200's streaming rate; the
+// loaded memory latency that bytes in flight must cover; activations re-read
+// per work unit come from L2, which sustains a few times the HBM rate.
+constexpr double kHbmBytesPerUs = 4.0e6;
+constexpr double kHbmLatencyUs = 1.5;
+constexpr double kL2BytesPerUs = 10.0e6;
+
+// The alignment kernel ranks routes with a [warps][E_local] table in shared
+// memory (see moe_align.cuh); this bounds it below the 227 KB a block may use.
+constexpr int kMaxLocalExperts = 2048;
+
+}  // namespace
+
+double moe_route_density(int M, int k, int E_global) { return double(M) * k / E_global; }
+
+int moe_block_tokens(int M, int k, int E_global) {
+  const double lambda = moe_route_density(M, k, E_global);
+  // An expert never gets more routes than there are tokens (ids are distinct per token).
+  const double want = std::min(lambda + 3.0 * std::sqrt(lambda), double(M));
+  for (int b : {8, 16, 32})
+    if (want <= b) return b;
+  return 64;
+}
+
+int moe_max_blocks(int M, int k, int E_local, int block_tokens) {
+  const long long routes = (long long)M * k;
+  return int(std::min<long long>(routes, E_local) + routes / block_tokens);
+}
+
+void validate_moe_dims(const MoeDims& d) {
+  auto fail = [&](const char* why) {
+    throw std::invalid_argument(std::string("moe_w4a16: ") + why);
+  };
+  if (d.M < 1) fail("M must be >= 1");
+  if (d.H < kGroup || d.H % kGroup) fail("H must be a positive multiple of 128");
+  if (d.I < kGroup || d.I % kGroup) fail("I must be a positive multiple of 128");
+  if (d.E_global < 1 || d.E_local < 1 || d.E_global % d.E_local)
+    fail("E_local must be >= 1 and divide E_global");
+  if (d.k < 1 || d.k > d.E_global) fail("k must be in [1, E_global]");
+  if (d.ep_rank < 0 || d.ep_rank >= d.E_global / d.E_local) fail("ep_rank out of range");
+  if (d.E_local > kMaxLocalExperts) fail("E_local above 2048 is not supported");
+  if ((long long)d.M * d.k * std::max(d.H, d.I) >= (1ll << 40))
+    fail("M*k*max(H, I) too large for the workspaces");
+  if ((long long)d.M * d.k >= (1ll << 30)) fail("M*k too large");
+}
+
+double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
+                        int sm_count) {
+  // Uniform routing: expected experts touched and routes on each.
+  const double routes = double(d.M) * d.k * d.E_local / d.E_global;
+  const double touched = d.E_local * (1.0 - std::pow(1.0 - double(d.k) / d.E_global, d.M));
+  if (touched <= 0 || routes <= 0) return 0;
+  const double per_expert = std::max(1.0, routes / touched);
+  const double blocks = touched * std::ceil(per_expert / block_tokens);
+  const double units = blocks * rows / tile_rows;
+  const int tiles = tile_rows / kTileRows;
+  const double grid = std::min<double>(double(sm_count) * kMmaCtasPerSm,
+                                       double(moe_max_blocks(d.M, d.k, d.E_local, block_tokens)) * rows / tile_rows);
+  const double unit_bytes = double(tile_rows) * K * (0.5 + 2.0 / kGroup);
+  const double cta_in_flight = double(mma_stages(block_tokens, tiles) - 1) * tiles *
+                               (kTileGroupBytes + kTileGroupScaleWords * 4);
+  double us = 0;
+  for (double left = units; left > 0; left -= grid) {
+    const double active = std::min(grid, left);
+    us += active * unit_bytes / std::min(kHbmBytesPerUs, active * cta_in_flight / kHbmLatencyUs);
+  }
+  const double act_bytes = units * std::min<double>(per_expert, block_tokens) * K * 2;
+  return us + act_bytes / kL2BytesPerUs;
+}
+
+MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
+  validate_moe_dims(d);
+  MoePlan p;
+  p.block_tokens = moe_block_tokens(d.M, d.k, d.E_global);
+  p.max_blocks = moe_max_blocks(d.M, d.k, d.E_local, p.block_tokens);
+  if (variant == "gemv") {
+    p.kernel = MoeKernel::gemv;
+    return p;
+  }
+  // 128-row units hold twice the accumulators; with 64-token blocks that
+  // exceeds the register budget of three CTAs per SM.
+  const bool rows128_fits = p.block_tokens <= 32;
+  auto pick = [&](int rows, int K) {
+    if (!rows128_fits) return 64;
+    const double c64 = moe_gemm_cost_us(d, p.block_tokens, rows, K, 64, sm_count);
+    const double c128 = moe_gemm_cost_us(d, p.block_tokens, rows, K, 128, sm_count);
+    // Ties go to 128 rows: half the activation reads and shared-memory traffic.
+    return c128 <= 1.02 * c64 ? 128 : 64;
+  };
+  // The default is always the tensor-core kernel; the block size makes it
+  // GEMV-shaped where routes are sparse. With one 8-wide route tile (blocks of
+  // 8) an MMA does the work of 8 GEMV dot products for the same dequantized
+  // weights, and dequantization, not the multiply, is the per-weight cost:
+  // one LOP3 + one bf16x2 subtract per 2 weights here against conversion plus
+  // one FMA per weight and route on CUDA cores. So even at one route per
+  // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
+  // stay as the simple fallback.
+  if (variant == "default" || variant == "mma" || variant == "mma_nopdl") {
+    p.tile_rows_up = pick(2 * d.I, d.H);
+    p.tile_rows_down = pick(d.H, d.I);
+  } else if (variant == "mma_rows64") {
+    p.tile_rows_up = p.tile_rows_down = 64;
+  } else if (variant == "mma_rows128") {
+    if (!rows128_fits)
+      throw std::invalid_argument("moe_w4a16: variant mma_rows128 needs blocks of <= 32 routes");
+    p.tile_rows_up = p.tile_rows_down = 128;
+  } else {
+    throw std::invalid_argument("moe_w4a16: unknown variant '" + variant + "'");
+  }
+  p.kernel = MoeKernel::mma;
+  p.pdl = variant != "mma_nopdl";
+  return p;
+}
+
+}  // namespace submission::moe

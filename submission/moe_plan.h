@@ -1,0 +1,206 @@
+// The plan of the moe_w4a16 op: how local routes are grouped into blocks, the
+// layout the int4 weights are repacked into for the tensor-core kernels, and
+// the model that picks a configuration per shape.
+//
+// Everything here is a pure function. The index math is shared by the host
+// (prepare, the CPU tests) and the device (repack and GEMM kernels), so a CPU
+// test that emulates the MMA fragments from this math checks the same code the
+// kernels run.
+//
+// Two quantities must not be confused:
+//   density  M*k/E_global: routes per expert, the same on every rank. Block
+//            sizes follow it (moe_block_tokens).
+//   local id global_id - ep_rank*E_local: which of this rank's experts a route
+//            goes to, or none (moe_local_expert). Alignment and indexing use it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "submission/submission.h"
+
+#if defined(__CUDACC__)
+#define MOE_HD __host__ __device__ __forceinline__
+#else
+#define MOE_HD inline
+#endif
+
+namespace submission::moe {
+
+// ------------------------------------------------------------ routing
+// Expected routes per expert, M*k/E_global, and the block size that holds
+// nearly all of one expert's routes (mean + 3 standard deviations of a Poisson
+// count) so that each touched expert's weights are read once. One of 8, 16, 32,
+// 64: multiples of the MMA's 8-wide token tile; 64 bounds the registers.
+double moe_route_density(int M, int k, int E_global);
+int moe_block_tokens(int M, int k, int E_global);
+
+// Local id of a global expert id on this rank, or -1 when another rank holds it.
+MOE_HD int moe_local_expert(int global_id, int ep_rank, int E_local) {
+  const int e = global_id - ep_rank * E_local;
+  return (e >= 0 && e < E_local) ? e : -1;
+}
+
+// Most blocks any routing can need: each touched expert rounds up once.
+// sum_e ceil(n_e/B) <= touched + floor(routes/B), touched <= min(routes, E_local).
+int moe_max_blocks(int M, int k, int E_local, int block_tokens);
+
+// ------------------------------------------------------------ repacked layout
+// The tensor-core kernels read weights in units of one 16-row tile by one
+// group of 128 along the reduction dim: 1 KB of codes, laid out so that each
+// lane of a warp finds its mma.m16n8k16 A fragments for all 8 k16 steps of the
+// group in 32 bytes, split in two 16-byte halves at byte offsets
+// lane*16 and 512 + lane*16, so that both warp-wide LDS.128 are contiguous.
+// Word w = 0..7 of a lane (w = 2p + s) feeds k16 step s of k32 piece p.
+//
+// Within a group the reduction dim is permuted: lane (g = L/4, t = L%4) holds
+// the logical MMA columns {2t, 2t+1, 2t+8, 2t+9} of step s of piece p as the
+// physical columns 32p + 8t + 4s + {0, 1, 2, 3}. A and B use the same
+// permutation, so the dot products are unchanged, and a lane's B fragments of
+// a piece are 8 contiguous bf16 of the activation row (one LDS.128).
+//
+// Nibble j (bits 4j..4j+3) of word w is A element
+//   row g + 8*(j & 1), physical column 32p + 8t + 4s + 2*((j >> 1) & 1) + (j >> 2),
+// so ((word >> 4j) & 0x000f000f) is the pair (j, j+4) = A register j:
+// a0..a3 = (row g, cols 2t..2t+1), (row g+8, ..), (row g, cols 2t+8..), (row
+// g+8, ..), the lower column in the low half, as mma.m16n8k16 expects.
+constexpr int kGroup = kMoeGroupSize;      // 128
+constexpr int kTileRows = 16;              // MMA M
+constexpr int kTileGroupBytes = 1024;      // 16 rows x 128 codes / 2
+constexpr int kTileGroupWords = kTileGroupBytes / 4;
+constexpr int kTileGroupScaleWords = 8;    // word g = (s[row g], s[row g+8])
+
+// 32-bit word index of word w of lane L within a tile-group.
+MOE_HD int tile_word_index(int lane, int w) { return (w >> 2) * 128 + lane * 4 + (w & 3); }
+
+struct TileElem {
+  int row;  // 0..15 within the tile
+  int col;  // 0..127 within the group
+};
+MOE_HD TileElem tile_nibble_source(int lane, int w, int nib) {
+  const int g = lane >> 2, t = lane & 3, p = w >> 1, s = w & 1;
+  return {g + 8 * (nib & 1), 32 * p + 8 * t + 4 * s + 2 * ((nib >> 1) & 1) + (nib >> 2)};
+}
+
+// Rows of W13 in tile `tile`: gate rows 8*tile..8*tile+7 then the matching up
+// rows, so one MMA tile holds both halves of SiLU(gate)*up for 8 outputs and
+// the thread that holds gate (accumulator rows g) also holds up (rows g+8).
+MOE_HD int w13_source_row(int tile, int row_in_tile, int I) {
+  return row_in_tile < 8 ? 8 * tile + row_in_tile : I + 8 * tile + (row_in_tile - 8);
+}
+MOE_HD int w2_source_row(int tile, int row_in_tile) { return kTileRows * tile + row_in_tile; }
+MOE_HD int tile_source_row(bool w13, int tile, int row_in_tile, int I) {
+  return w13 ? w13_source_row(tile, row_in_tile, I) : w2_source_row(tile, row_in_tile);
+}
+
+// Word w of lane L of (tile, group) of one expert, from its codes [rows][K/2]
+// (two per byte along K, low nibble first).
+MOE_HD uint32_t repacked_code_word(const uint8_t* codes, int K, int I, bool w13, int tile,
+                                   int group, int lane, int w) {
+  uint32_t v = 0;
+  for (int nib = 0; nib < 8; ++nib) {
+    const TileElem el = tile_nibble_source(lane, w, nib);
+    const int row = tile_source_row(w13, tile, el.row, I), col = group * kGroup + el.col;
+    const uint8_t byte = codes[size_t(row) * (K / 2) + col / 2];
+    v |= uint32_t((col & 1) ? byte >> 4 : byte & 15) << (4 * nib);
+  }
+  return v;
+}
+
+// Scale word g of (tile, group) of one expert, from its scales [rows][K/128]
+// (bf16 bits): the scales of rows g and g+8, the rows of a lane's accumulators.
+MOE_HD uint32_t repacked_scale_word(const uint16_t* scales, int K, int I, bool w13, int tile,
+                                    int group, int g) {
+  const int groups = K / kGroup;
+  const int lo = tile_source_row(w13, tile, g, I), hi = tile_source_row(w13, tile, g + 8, I);
+  return uint32_t(scales[size_t(lo) * groups + group]) |
+         uint32_t(scales[size_t(hi) * groups + group]) << 16;
+}
+
+// bf16 bit patterns of 128 + q for the codes q in nibbles j and j+4 of a word:
+// exponent 2^7 with q in the low mantissa bits is exact. Subtracting 136
+// (0x4308) then gives q - 8, also exact.
+constexpr uint32_t kBf16Pair128 = 0x43004300u;
+constexpr uint32_t kBf16Pair136 = 0x43084308u;
+MOE_HD uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) {
+  return ((word >> (4 * j)) & 0x000f000fu) | kBf16Pair128;
+}
+
+// Activation stage in shared memory: for each k32 piece p, `tokens` rows of
+// 64 bytes (32 bf16). 16-byte chunk c of a group (elements 8c..8c+7) of slot s
+// goes to uint4 index (p*tokens + s)*4 + c%4 with p = c/4. Lane (g, t) reads the
+// B fragments of piece p, token tile nt from uint4 (p*tokens + nt*8 + g)*4 + t:
+// elements 32p + 8t + 0..7, which is what the permutation above assigns it.
+// Eight lanes of a quarter-warp read 128 contiguous bytes: no bank conflicts.
+MOE_HD int act_stage_uint4(int chunk, int slot, int tokens) {
+  return ((chunk >> 2) * tokens + slot) * 4 + (chunk & 3);
+}
+MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) {
+  return (piece * tokens + token) * 4 + t;
+}
+
+// ------------------------------------------------------------ GEMM geometry
+// The tensor-core GEMMs (moe_mma.cuh): persistent CTAs of 4 warps, 3 per SM,
+// each streaming its work units through a cp.async pipeline of stages of one
+// scale group: the unit's weights and scales, the block's activations and the
+// stage's metadata. Shared here so that the plan's model sees what the kernels
+// do.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = 32 * kMmaWarps;
+constexpr int kMmaCtasPerSm = 3;
+// Shared memory per CTA: three fit the 227 KB of an SM with the per-CTA reserve.
+constexpr int kMmaSmemBudget = 72 * 1024;
+constexpr int kMmaMaxStages = 12;
+
+// block, row group, valid routes, (pad), then the route of each of `tokens` slots
+constexpr int mma_meta_ints(int tokens) { return (4 + tokens + 3) / 4 * 4; }
+constexpr int mma_stage_bytes(int tokens, int tiles) {
+  return tiles * (kTileGroupBytes + kTileGroupScaleWords * 4) + tokens * kGroup * 2 +
+         mma_meta_ints(tokens) * 4;
+}
+// As many stages as the budget holds next to the combine list (tokens ints).
+constexpr int mma_stages(int tokens, int tiles) {
+  return (kMmaSmemBudget - tokens * 4) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
+             ? (kMmaSmemBudget - tokens * 4) / mma_stage_bytes(tokens, tiles)
+             : kMmaMaxStages;
+}
+
+// ------------------------------------------------------------ plan
+enum class MoeKernel {
+  mma,   // tensor cores: repacked weights, swap-AB mma.sync, cp.async pipeline
+  gemv,  // CUDA cores on the weights as given: the simple reference variant
+};
+
+struct MoePlan {
+  MoeKernel kernel = MoeKernel::mma;
+  bool pdl = false;        // GEMM launches chained by programmatic dependent launch
+  int block_tokens = 8;    // route slots per block (a multiple of 8)
+  int max_blocks = 0;      // workspace bound over every routing
+  int tile_rows_up = 0;    // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
+  int tile_rows_down = 0;  // mma: the same for GEMM 2
+};
+
+// Throws std::invalid_argument for invalid dims (see submission.h).
+void validate_moe_dims(const MoeDims& d);
+
+// The plan for a variant; throws std::invalid_argument for an unknown variant
+// or one that cannot run the shape (mma_rows128 with blocks of 64). sm_count
+// feeds the model.
+//   default, mma  tensor cores, tile rows from the model, GEMMs PDL-chained
+//   mma_rows64    the same with 64-row units in both GEMMs
+//   mma_rows128   the same with 128-row units
+//   mma_nopdl     the model's configuration with plain launches
+//   gemv          CUDA cores on the weights as given (moe_gemv.cuh)
+MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
+
+// The model behind the default tile rows: estimated µs of one GEMM (weight
+// rows per expert `rows`, reduction `K`) with CTA units of `tile_rows` rows.
+// Expected units (uniform routing) are dealt round-robin to the persistent
+// CTAs, so the GEMM runs in phases: all CTAs with a k-th unit stream it
+// together, sharing HBM bandwidth, each limited by the bytes its pipeline keeps
+// in flight. Plus the activation bytes each unit re-reads from L2.
+double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
+                        int sm_count);
+
+}  // namespace submission::moe

@@ -1,0 +1,243 @@
+// moe_w4a16: fused MoE with int4 weights and bf16 activations under expert
+// parallelism (semantics: submission.h). Three launches per call, each with a
+// reason to exist:
+//   1. alignment (one CTA): routes to this rank's experts, grouped by expert
+//      into padded blocks. It must finish before any weight is read: which
+//      weights to read is the routing.
+//   2. GEMM 1 + SiLU-and-mul -> h. Every h row needs the full reduction over H.
+//   3. GEMM 2 + weighted combine -> out. Every output needs all of h.
+// The tensor-core variants chain 2 and 3 with programmatic dependent launch,
+// so each grid is resident and waiting when its predecessor finishes.
+// Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl, gemv.
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "submission/moe_align.cuh"
+#include "submission/moe_gemv.cuh"
+#include "submission/moe_mma.cuh"
+#include "submission/moe_plan.h"
+#include "submission/variants.h"
+
+namespace submission {
+namespace {
+
+using namespace moe;
+
+// Bytes the alignment may ask L2 to hold for the GEMMs: about half of the
+// H200's 60 MB, so that the GEMMs' own traffic does not evict them first.
+constexpr size_t kL2PrefetchBudget = size_t(32) << 20;
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("moe_w4a16: ") + what + ": " + cudaGetErrorString(e));
+}
+#define MOE_CUDA(call) check_cuda((call), #call)
+
+// Device allocation owned by the op.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  explicit DeviceMemory(size_t bytes) { MOE_CUDA(cudaMalloc(&p_, bytes ? bytes : 1)); }
+  DeviceMemory(DeviceMemory&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  DeviceMemory& operator=(DeviceMemory&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory() { cudaFree(p_); }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
+using MmaKernelFn = void (*)(MmaGemmArgs);
+struct MmaKernel {
+  MmaKernelFn fn;
+  int smem;
+  int tile_rows;
+};
+template <bool kDown, int NT, int RT>
+MmaKernel mma_kernel() {
+  return {moe_mma_kernel<kDown, NT, RT>, MmaTile<NT, RT>::kSmemBytes, MmaTile<NT, RT>::kRows};
+}
+// The instantiation for a block size and tile rows: 8-route token tiles
+// NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per warp.
+template <bool kDown>
+MmaKernel pick_mma_kernel(int block_tokens, int tile_rows) {
+  const bool r2 = tile_rows == 128;
+  switch (block_tokens) {
+    case 8: return r2 ? mma_kernel<kDown, 1, 2>() : mma_kernel<kDown, 1, 1>();
+    case 16: return r2 ? mma_kernel<kDown, 2, 2>() : mma_kernel<kDown, 2, 1>();
+    case 32: return r2 ? mma_kernel<kDown, 4, 2>() : mma_kernel<kDown, 4, 1>();
+    case 64:
+      if (!r2) return mma_kernel<kDown, 8, 1>();
+      break;
+  }
+  throw std::invalid_argument("moe_w4a16: no kernel for this block size and tile");
+}
+
+int device_sm_count() {
+  int dev = 0, sms = 0;
+  MOE_CUDA(cudaGetDevice(&dev));
+  MOE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+// Persistent grid: every CTA that fits at once, but no more than the units
+// the largest routing can make.
+int persistent_grid(const void* fn, int threads, int smem, int sms, long long max_units) {
+  int per_sm = 0;
+  MOE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+  if (per_sm < 1) throw std::runtime_error("moe_w4a16: kernel does not fit on an SM");
+  return int(std::max(1LL, std::min<long long>(max_units, (long long)per_sm * sms)));
+}
+
+class MoeW4A16 final : public Moe {
+ public:
+  MoeW4A16(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms)
+      : d_(d), w_(w), plan_(plan) {
+    const size_t routes = size_t(d.M) * d.k, blocks = plan.max_blocks;
+    const size_t align_ints = 1 + 2 * blocks + blocks * plan.block_tokens + d.M;
+    align_ws_ = DeviceMemory(align_ints * sizeof(int));
+    // Zeros are a valid empty routing: no read of the workspace can ever see
+    // an out-of-range block, expert or route, even before the first run.
+    MOE_CUDA(cudaMemset(align_ws_.as<int>(), 0, align_ints * sizeof(int)));
+    int* p = align_ws_.as<int>();
+    routes_ = {p, p + 1, p + 1 + blocks, p + 1 + 2 * blocks, p + 1 + 2 * blocks + blocks * plan.block_tokens};
+    h_ = DeviceMemory(routes * d.I * sizeof(bf16));
+    align_smem_ = int(align_smem_bytes(d.E_local));
+    MOE_CUDA(cudaFuncSetAttribute(moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, align_smem_));
+
+    if (plan.kernel == MoeKernel::gemv) {
+      gemv_grid_ = sms * 8;
+      prefetch_ = {{w.W13, w.S13, w.W2, w.S2}, {}, false};
+    } else {
+      prepare_mma(sms);
+      prefetch_ = {{w13_.as<void>(), s13_.as<void>(), w2_.as<void>(), s2_.as<void>()}, {}, false};
+    }
+    // Bytes per expert, the same in either layout: W13 codes I*H and scales
+    // I*H/32, W2 codes I*H/2 and scales I*H/64.
+    const size_t ih = size_t(d.I) * d.H;
+    const size_t expert_bytes[4] = {ih, ih / 32, ih / 2, ih / 64};
+    size_t per_expert = 0;
+    for (int a = 0; a < 4; ++a) per_expert += prefetch_.expert_bytes[a] = expert_bytes[a];
+    const size_t most_touched = std::min<size_t>(d.E_local, size_t(d.M) * d.k);
+    prefetch_.enabled = most_touched * per_expert <= kL2PrefetchBudget;
+    MOE_CUDA(cudaDeviceSynchronize());  // repacking done before the first run
+  }
+
+  void run(const MoeIO& io, cudaStream_t stream) override {
+    moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
+        io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, routes_, prefetch_);
+    MOE_CUDA(cudaGetLastError());
+    if (plan_.kernel == MoeKernel::gemv) {
+      const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,
+                       reinterpret_cast<const uint16_t*>(w_.S2), io.X, io.topk_ids, io.topk_weights,
+                       routes_, plan_.block_tokens, h_.as<bf16>(), io.out,
+                       d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
+      moe_gemv_up_kernel<<<gemv_grid_, kGemvThreads, 0, stream>>>(a);
+      MOE_CUDA(cudaGetLastError());
+      moe_gemv_down_kernel<<<gemv_grid_, kGemvThreads, 0, stream>>>(a);
+      MOE_CUDA(cudaGetLastError());
+      return;
+    }
+    MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup,
+                   io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
+                   io.out, io.topk_ids, io.topk_weights,
+                   d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
+    MmaGemmArgs down = up;
+    down.weights = w2_.as<uint4>();
+    down.scales = s2_.as<uint4>();
+    down.tiles = d_.H / kTileRows;
+    down.groups = d_.I / kGroup;
+    down.act = h_.as<bf16>();
+    launch(up_, up_grid_, up, stream);
+    launch(down_, down_grid_, down, stream);
+  }
+
+ private:
+  void prepare_mma(int sms) {
+    const int E = d_.E_local, H = d_.H, I = d_.I;
+    const int tiles13 = 2 * I / kTileRows, tiles2 = H / kTileRows;
+    const size_t tg13 = size_t(E) * tiles13 * (H / kGroup), tg2 = size_t(E) * tiles2 * (I / kGroup);
+    w13_ = DeviceMemory(tg13 * kTileGroupBytes);
+    s13_ = DeviceMemory(tg13 * kTileGroupScaleWords * 4);
+    w2_ = DeviceMemory(tg2 * kTileGroupBytes);
+    s2_ = DeviceMemory(tg2 * kTileGroupScaleWords * 4);
+    const int grid = sms * 16, threads = 256;
+    moe_repack_kernel<<<grid, threads>>>(w_.W13, reinterpret_cast<const uint16_t*>(w_.S13),
+                                         w13_.as<uint32_t>(), s13_.as<uint32_t>(), E, tiles13, H, I, true);
+    MOE_CUDA(cudaGetLastError());
+    moe_repack_kernel<<<grid, threads>>>(w_.W2, reinterpret_cast<const uint16_t*>(w_.S2),
+                                         w2_.as<uint32_t>(), s2_.as<uint32_t>(), E, tiles2, I, I, false);
+    MOE_CUDA(cudaGetLastError());
+
+    up_ = pick_mma_kernel<false>(plan_.block_tokens, plan_.tile_rows_up);
+    down_ = pick_mma_kernel<true>(plan_.block_tokens, plan_.tile_rows_down);
+    const int row_groups_down = H / down_.tile_rows;
+    partial_ = DeviceMemory(size_t(d_.M) * d_.k * H * sizeof(float));
+    counters_ = DeviceMemory(size_t(d_.M) * row_groups_down * sizeof(int));
+    MOE_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
+    for (const MmaKernel* k : {&up_, &down_})
+      MOE_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), kMmaThreads, up_.smem, sms,
+                               (long long)plan_.max_blocks * (2 * I / up_.tile_rows));
+    down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), kMmaThreads, down_.smem, sms,
+                                 (long long)plan_.max_blocks * (H / down_.tile_rows));
+  }
+
+  void launch(const MmaKernel& k, int grid, const MmaGemmArgs& a, cudaStream_t stream) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(kMmaThreads);
+    cfg.dynamicSmemBytes = k.smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = plan_.pdl ? 1 : 0;
+    MOE_CUDA(cudaLaunchKernelEx(&cfg, k.fn, a));
+  }
+
+  MoeDims d_;
+  MoeWeights w_;
+  MoePlan plan_;
+  AlignedRoutes routes_{};
+  L2Prefetch prefetch_{};
+  int align_smem_ = 0;
+  DeviceMemory align_ws_, h_;
+  int gemv_grid_ = 0;
+  // tensor-core path
+  DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_;
+  MmaKernel up_{}, down_{};
+  int up_grid_ = 0, down_grid_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const std::string& variant) {
+  // Bad dims or names are reported as such before any device query.
+  plan_moe(dims, variant, 1);
+  const int sms = device_sm_count();
+  const MoePlan plan = plan_moe(dims, variant, sms);
+  // The gemv kernels read the codes as given with 16-byte loads.
+  if (plan.kernel == MoeKernel::gemv &&
+      ((reinterpret_cast<uintptr_t>(w.W13) | reinterpret_cast<uintptr_t>(w.W2)) & 15))
+    throw std::invalid_argument("moe_w4a16: variant gemv needs 16-byte aligned W13 and W2");
+  return std::make_unique<MoeW4A16>(dims, w, plan, sms);
+}
+
+namespace detail {
+std::vector<std::string> moe_variants() {
+  return {"default", "mma", "mma_rows64", "mma_rows128", "mma_nopdl", "gemv"};
+}
+}  // namespace detail
+
+}  // namespace submission

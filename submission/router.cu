@@ -1,0 +1,620 @@
+// The MoE router: logits = X . Wg^T in fp32, softmax, top-k and renormalisation.
+//
+// Fast path (T <= 16, E <= 512, k <= 16): one launch.
+//   Block (s, m) of a (splits x E/16) grid computes experts [16m, 16m + 16) for every token over
+//   the s-th share of H, with mma.sync m16n8k16 (experts on the M side, tokens on N, fp32
+//   accumulation); its warps split that share again and are summed in warp order through shared
+//   memory. The splits of a tile are then summed in split order:
+//     fused_cluster: the splits of a tile form a thread-block cluster and sum each other's tiles
+//                    through distributed shared memory; the logits go to global memory once;
+//     fused_slots:   each block writes its tile to a workspace slot and the last block sums the
+//                    slots (no clusters; the last block reads splits x T rows, cheap for few
+//                    tokens, the default there).
+//   The last block to finish, elected by an atomic counter that wraps back to 0 as it elects it
+//   (so every call and every graph replay starts clean), picks each token's top k, one warp per
+//   token, and writes the renormalised weights.
+// General path (any T, k, E up to what shared memory holds): gemm_then_topk, a logits kernel and
+// a top-k kernel, two launches.
+//
+// Every sum is taken in a fixed order and no float atomics are used, so logits, ids and weights
+// are bit-identical from run to run; among equal logits the lower expert id comes first.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "submission/submission.h"
+#include "submission/variants.h"
+
+namespace submission {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kTileE = 16;      // experts per tile: the mma's M side
+constexpr int kChunkK = 32;     // k per warp step: one 16-byte load per row feeds two k16 mma
+constexpr int kBatch = 4;       // chunks a warp loads before it multiplies (bytes in flight)
+constexpr int kPlanChunks = 2;  // chunks per warp the fused plan aims at, more warps past that
+constexpr int kMaxWarps = 16;   // per fused block
+constexpr int kMaxSplits = 8;   // the portable cluster size
+constexpr int kFusedMaxT = 16;  // two n8 mma tiles; one top-k warp per token
+constexpr int kFusedMaxE = 512; // 16 experts per lane in a top-k warp
+constexpr int kFusedMaxK = 16; // each of the k rounds is a step of the last block's serial tail
+// The default takes fused_slots while the last block's read of the slots stays this small (about
+// what its lanes fetch in one round of loads): below it, skipping the cluster barrier and the
+// distributed-shared-memory step is the shorter tail.
+constexpr size_t kSlotsTailBytes = 16 * 1024;
+constexpr int kLogitsWarps = 8;    // gemm_then_topk, first kernel
+constexpr int kTopkThreads = 256;  // gemm_then_topk, second kernel
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("router: ") + what + ": " + cudaGetErrorString(e));
+}
+
+__host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------- device helpers
+
+// 16 bytes that no thread writes during the kernel, or zeros where !pred. L1 is skipped (no SM
+// reads a byte twice); the 256-byte L2 prefetch fetches the chunks the neighbouring warps load
+// next. The predicate sits on the load itself rather than on a branch, so that the loads of a
+// batch stay in one basic block and can all issue before the first mma. The outputs are
+// early-clobber ("=&r"): they are zeroed before the address is read.
+__device__ __forceinline__ uint4 load_readonly(const bf16* p, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %5, 0;\n"
+      "  mov.b32 %0, 0;\n"
+      "  mov.b32 %1, 0;\n"
+      "  mov.b32 %2, 0;\n"
+      "  mov.b32 %3, 0;\n"
+      "  @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      "}\n"
+      : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
+      : "l"(p), "r"(int(pred)));
+  return v;
+}
+
+// d += A . B for one m16n8k16 tile, bf16 inputs, fp32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// A float's bits mapped so that unsigned order is float order, -0 turned into +0 first so that
+// the two zeros tie as they do in the reference. No finite logit maps to 0, which therefore
+// marks an expert that is taken or does not exist.
+__device__ __forceinline__ uint32_t order_key(float f) {
+  const uint32_t u = __float_as_uint(f + 0.0f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float key_value(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// One warp's share of a tile: experts [e0, e0 + 16) x tokens [t0, t0 + 8*NT), summed over the
+// 32-wide k chunks first, first + stride, ... below end, in that order. Rows past E, tokens past
+// T and k past H read as zeros.
+//
+// Fragments (PTX ISA, mma.m16n8k16 .bf16), with g = lane/4 and q = lane%4:
+//   A regs {a0a1, a2a3, a4a5, a6a7} = A[g][2q..], A[g+8][2q..], A[g][2q+8..], A[g+8][2q+8..]
+//   B regs {b0b1, b2b3}             = B[2q..][g], B[2q+8..][g]
+//   D      {d0, d1, d2, d3}         = D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]
+// Inside a chunk k is permuted so that each thread's 16-byte load feeds two mma with no shuffle
+// and no shared memory: thread (g, q) loads k = 8q..8q+7 of rows e0+g and e0+g+8 and of token
+// t0+g (+8 for the second n tile), and mma j maps its k index 2q+i to 8q+4j+i and 2q+8+i to
+// 8q+4j+2+i. A and B use the same map, a bijection onto the chunk, so the dot products are
+// unchanged.
+template <int NT>
+__device__ __forceinline__ void warp_gemm(const bf16* W, const bf16* X, int T, int H, int E, int e0,
+                                          int t0, int first, int end, int stride,
+                                          float (&acc)[NT][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int row_a = e0 + g, row_b = e0 + g + 8;
+  for (int c0 = first; c0 < end; c0 += kBatch * stride) {
+    uint4 a[kBatch], b[kBatch], x[kBatch][NT];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int chunk = c0 + u * stride;
+      const int k = chunk * kChunkK + q * 8;
+      // H % 8 == 0, so a thread's 8 k lie all inside H or all past it.
+      const bool in_k = chunk < end && k < H;
+      a[u] = load_readonly(W + size_t(row_a) * H + k, in_k && row_a < E);
+      b[u] = load_readonly(W + size_t(row_b) * H + k, in_k && row_b < E);
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int tok = t0 + n * 8 + g;
+        x[u][n] = load_readonly(X + size_t(tok) * H + k, in_k && tok < T);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        mma_bf16(acc[n], a[u].x, b[u].x, a[u].y, b[u].y, x[u][n].x, x[u][n].y);
+        mma_bf16(acc[n], a[u].z, b[u].z, a[u].w, b[u].w, x[u][n].z, x[u][n].w);
+      }
+    }
+  }
+}
+
+// Stores a warp's accumulators as tile[expert_in_tile * 8*NT + token_in_tile].
+template <int NT>
+__device__ __forceinline__ void store_tile(float* tile, const float (&acc)[NT][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tile[(g + 8 * (i / 2)) * (8 * NT) + n * 8 + 2 * q + i % 2] = acc[n][i];
+}
+
+// Element o of the sum of nwarps consecutive tiles, in warp order.
+__device__ __forceinline__ float sum_tiles(const float* tiles, int tile_size, int nwarps, int o) {
+  float s = tiles[o];
+  for (int w = 1; w < nwarps; ++w) s += tiles[w * tile_size + o];
+  return s;
+}
+
+// ---------------------------------------------------------------- fused kernel
+
+struct FusedArgs {
+  const bf16* W;
+  const bf16* X;
+  float* logits;
+  int32_t* ids;
+  float* weights;
+  // fused_cluster: final logits [T][32*P]; fused_slots: one partial per split [splits][T][32*P].
+  // The padding past E is zero from prepare on, and is never selected.
+  float* ws;
+  unsigned* counter;  // blocks finished; wraps back to 0 as the last block takes it
+  int T, H, E, k;
+  int chunks;  // ceil(H / kChunkK)
+};
+
+template <int P>
+__device__ __forceinline__ void load_row(const float* src, float (&v)[P]) {
+#pragma unroll
+  for (int i = 0; i < P; i += 4) {
+    // ld.global.cg: written by other blocks during this kernel, so never from L1.
+    const float4 f = __ldcg(reinterpret_cast<const float4*>(src + i));
+    v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
+  }
+}
+
+// The largest of a lane's P keys and its first index, as a tree (depth log2 P, not a P-long
+// chain: this sits on the top-k's serial path). The left operand, the lower index, wins ties.
+template <int P>
+__device__ __forceinline__ void lane_best(const uint32_t (&key)[P], uint32_t& best, int& at) {
+  static_assert((P & (P - 1)) == 0, "P is a power of two");
+  uint32_t k[P];
+  int idx[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) k[i] = key[i], idx[i] = i;
+#pragma unroll
+  for (int w = 1; w < P; w *= 2)
+#pragma unroll
+    for (int i = 0; i < P; i += 2 * w)
+      if (k[i + w] > k[i]) k[i] = k[i + w], idx[i] = idx[i + w];
+  best = k[0];
+  at = idx[0];
+}
+
+// Token t's top k, by one warp, in the last block. Lane l owns experts [lP, lP + P), so among
+// equal logits the lowest lane holds the lowest id, and a lane's own scan keeps its first index.
+template <int P, bool kCluster>
+__device__ void select_topk(const FusedArgs& p, int t, int splits) {
+  constexpr int kEpad = 32 * P;
+  const int lane = threadIdx.x % 32, base = lane * P;
+  float v[P];
+  if constexpr (kCluster) {
+    load_row<P>(p.ws + size_t(t) * kEpad + base, v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; ++i) v[i] = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      float part[P];
+      load_row<P>(p.ws + (size_t(s) * p.T + t) * kEpad + base, part);
+#pragma unroll
+      for (int i = 0; i < P; ++i) v[i] += part[i];
+    }
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+      if (base + i < p.E) p.logits[size_t(t) * p.E + base + i] = v[i];
+  }
+  uint32_t key[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) key[i] = base + i < p.E ? order_key(v[i]) : 0u;
+  uint32_t best;
+  int at;
+  lane_best<P>(key, best, at);
+
+  float top = 0.0f, vmax = 0.0f;  // lane j keeps the j-th largest logit
+  for (int j = 0; j < p.k; ++j) {
+    const uint32_t m = __reduce_max_sync(0xffffffffu, best);
+    const unsigned holders = __ballot_sync(0xffffffffu, best == m);
+    if (lane == __ffs(holders) - 1) {
+      p.ids[size_t(t) * p.k + j] = base + at;
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+        if (i == at) key[i] = 0u;  // compile-time indices keep key[] in registers
+      lane_best<P>(key, best, at);
+    }
+    if (lane == j) top = key_value(m);
+    if (j == 0) vmax = key_value(m);
+  }
+  // probs[id] / sum over the top k of probs: the softmax denominator cancels.
+  const float ex = lane < p.k ? expf(top - vmax) : 0.0f;
+  float sum = ex;
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane < p.k) p.weights[size_t(t) * p.k + lane] = ex / sum;
+}
+
+// Grid (splits, ceil(E/16)), one wave; fused_cluster launches it with clusters of (splits, 1, 1).
+// blockDim.x / 32 >= T warps. The "1 block per SM" bound matters: without it ptxas saves registers
+// by placing each chunk's mma between the loads, so a warp waits a memory latency per chunk
+// instead of one per batch.
+template <int NT, int P, bool kCluster>
+__global__ void __launch_bounds__(kMaxWarps * 32, 1) router_fused_kernel(FusedArgs p) {
+  constexpr int kCols = 8 * NT;  // token columns of a tile
+  constexpr int kTile = kTileE * kCols;
+  constexpr int kEpad = 32 * P;
+  __shared__ float warp_tiles[kMaxWarps * kTile];
+  __shared__ float block_tile[kTile];
+  __shared__ bool last;
+
+  const int split = blockIdx.x, splits = gridDim.x, e0 = blockIdx.y * kTileE;
+  const int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  // This block's chunks of H, as even as whole chunks allow; its warps take every nwarps-th one
+  // so that each load step of the block reads one contiguous run of every row.
+  const int lo = int(int64_t(split) * p.chunks / splits);
+  const int hi = int(int64_t(split + 1) * p.chunks / splits);
+
+  float acc[NT][4] = {};
+  warp_gemm<NT>(p.W, p.X, p.T, p.H, p.E, e0, 0, lo + warp, hi, nwarps, acc);
+  store_tile<NT>(warp_tiles + warp * kTile, acc);
+  __syncthreads();
+  for (int o = threadIdx.x; o < kTile; o += blockDim.x) {
+    const float s = sum_tiles(warp_tiles, kTile, nwarps, o);
+    if constexpr (kCluster) {
+      block_tile[o] = s;
+    } else {
+      const int e = e0 + o / kCols, t = o % kCols;
+      if (e < p.E && t < p.T) p.ws[(size_t(split) * p.T + t) * kEpad + e] = s;
+    }
+  }
+
+  if constexpr (kCluster) {
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every split's block_tile is complete and visible to the cluster
+    // Each rank finishes its own share of the tile, summing the ranks' tiles in rank order.
+    const int rank = int(cluster.block_rank());
+    const int share = ceil_div(kTile, splits);
+    for (int i = threadIdx.x; i < share; i += blockDim.x) {
+      const int o = rank * share + i;
+      if (o >= kTile) break;
+      float s = *cluster.map_shared_rank(block_tile + o, 0);
+      for (int r = 1; r < splits; ++r) s += *cluster.map_shared_rank(block_tile + o, r);
+      const int e = e0 + o / kCols, t = o % kCols;
+      if (e < p.E && t < p.T) {
+        p.logits[size_t(t) * p.E + e] = s;
+        p.ws[size_t(t) * kEpad + e] = s;
+      }
+    }
+    // Done reading the peers' shared memory; each block waits for all of these before it exits.
+    cluster.barrier_arrive();
+  }
+
+  // Last-block election (the pattern of a grid barrier): the block's stores are ordered before
+  // thread 0's fence by the barrier, and the winner's fence orders every other block's stores
+  // before its reads.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned blocks = gridDim.x * gridDim.y;
+    last = atomicInc(p.counter, blocks - 1) == blocks - 1;
+    if (last) __threadfence();
+  }
+  __syncthreads();
+  if (last && warp < p.T) select_topk<P, kCluster>(p, warp, splits);
+
+  if constexpr (kCluster) cg::this_cluster().barrier_wait();
+}
+
+// ---------------------------------------------------------------- gemm_then_topk kernels
+
+// Logits of one 16-expert x 16-token tile over all of H. Grid (ceil(T/16), ceil(E/16)). Launch
+// bounds as for the fused kernel, so that a batch's loads all issue before its mma.
+__global__ void __launch_bounds__(kLogitsWarps * 32, 1)
+    router_logits_kernel(const bf16* W, const bf16* X, float* logits, int T, int H, int E, int chunks) {
+  constexpr int kTile = kTileE * 16;
+  __shared__ float warp_tiles[kLogitsWarps * kTile];
+  const int t0 = blockIdx.x * 16, e0 = blockIdx.y * kTileE, warp = threadIdx.x / 32;
+  float acc[2][4] = {};
+  warp_gemm<2>(W, X, T, H, E, e0, t0, warp, chunks, kLogitsWarps, acc);
+  store_tile<2>(warp_tiles + warp * kTile, acc);
+  __syncthreads();
+  for (int o = threadIdx.x; o < kTile; o += blockDim.x) {
+    const int e = e0 + o / 16, t = t0 + o % 16;
+    if (e < E && t < T) logits[size_t(t) * E + e] = sum_tiles(warp_tiles, kTile, kLogitsWarps, o);
+  }
+}
+
+// Top k of one token per block: k rounds of a block-wide argmax over the token's keys in shared
+// memory (E of them, dynamic). Ties go to the lowest index at every level.
+__global__ void __launch_bounds__(kTopkThreads)
+    router_topk_kernel(const float* logits, int32_t* ids, float* weights, int E, int k) {
+  extern __shared__ uint32_t keys[];
+  __shared__ uint32_t warp_best[kTopkThreads / 32];
+  __shared__ int warp_at[kTopkThreads / 32];
+  const int t = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float* row = logits + size_t(t) * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) keys[e] = order_key(row[e]);
+  __syncthreads();
+
+  int32_t* out_ids = ids + size_t(t) * k;
+  float* out_w = weights + size_t(t) * k;
+  for (int j = 0; j < k; ++j) {
+    uint32_t best = 0;
+    int at = 0;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      if (keys[e] > best) best = keys[e], at = e;
+    const uint32_t m = __reduce_max_sync(0xffffffffu, best);
+    const uint32_t first = __reduce_min_sync(0xffffffffu, best == m ? uint32_t(at) : 0xffffffffu);
+    if (lane == 0) warp_best[warp] = m, warp_at[warp] = int(first);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint32_t bm = warp_best[0];
+      int ba = warp_at[0];
+      for (int w = 1; w < kTopkThreads / 32; ++w)
+        if (warp_best[w] > bm || (warp_best[w] == bm && warp_at[w] < ba)) bm = warp_best[w], ba = warp_at[w];
+      out_ids[j] = ba;
+      out_w[j] = key_value(bm);  // the logit for now; made a weight below
+      keys[ba] = 0u;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float vmax = out_w[0];
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += expf(out_w[j] - vmax);
+    for (int j = 0; j < k; ++j) out_w[j] = expf(out_w[j] - vmax) / sum;
+  }
+}
+
+// ---------------------------------------------------------------- host side
+
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(size_t bytes) { cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc"); }
+  ~DeviceMemory() { cudaFree(ptr_); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+bool fused_fits(const RouterDims& d) {
+  return d.T <= kFusedMaxT && d.E <= kFusedMaxE && d.k <= kFusedMaxK;
+}
+
+// The fused kernel's shape model. One wave of blocks: each 16-expert tile is split over H as many
+// ways as the SMs allow (at most a portable cluster, at most one split per chunk), so that every
+// SM streams about E*H*2 / SMs bytes, all requested at once. Warps: enough that each has at most
+// kPlanChunks chunks (one batch, few registers, a short mma chain), at least one per token for
+// the top-k, and at most kMaxWarps; past that a warp loops over batches.
+struct FusedPlan {
+  int m_tiles, chunks, splits, warps, P, NT;
+};
+
+FusedPlan plan_fused(const RouterDims& d, int sm_count) {
+  FusedPlan pl;
+  pl.m_tiles = ceil_div(d.E, kTileE);
+  pl.chunks = ceil_div(d.H, kChunkK);
+  pl.splits = std::min(std::clamp(sm_count / pl.m_tiles, 1, kMaxSplits), pl.chunks);
+  const int chunks_per_split = ceil_div(pl.chunks, pl.splits);
+  pl.warps = std::clamp(std::max(d.T, ceil_div(chunks_per_split, kPlanChunks)), 4, kMaxWarps);
+  pl.P = d.E <= 128 ? 4 : d.E <= 256 ? 8 : 16;
+  pl.NT = d.T <= 8 ? 1 : 2;
+  return pl;
+}
+
+// What the last block of fused_slots reads: every split's partial logits, padded rows.
+size_t slots_tail_bytes(const RouterDims& d, const FusedPlan& pl) {
+  return size_t(pl.splits) * d.T * 32 * pl.P * sizeof(float);
+}
+
+using FusedKernel = void (*)(FusedArgs);
+
+template <int NT, bool kCluster>
+FusedKernel fused_kernel_for_p(int P) {
+  return P == 4 ? router_fused_kernel<NT, 4, kCluster>
+       : P == 8 ? router_fused_kernel<NT, 8, kCluster>
+                : router_fused_kernel<NT, 16, kCluster>;
+}
+
+template <bool kCluster>
+FusedKernel fused_kernel(const FusedPlan& pl) {
+  return pl.NT == 1 ? fused_kernel_for_p<1, kCluster>(pl.P) : fused_kernel_for_p<2, kCluster>(pl.P);
+}
+
+int current_sm_count() {
+  int dev = 0, sms = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  return sms;
+}
+
+class FusedRouter final : public Router {
+ public:
+  FusedRouter(const RouterDims& d, const RouterWeights& w, const FusedPlan& pl, bool cluster)
+      : plan_(pl),
+        cluster_(cluster),
+        kernel_(cluster ? fused_kernel<true>(pl) : fused_kernel<false>(pl)),
+        counter_(sizeof(unsigned)),
+        ws_(ws_floats(d, pl, cluster) * sizeof(float)) {
+    cuda_check(cudaMemset(counter_.as<void>(), 0, sizeof(unsigned)), "cudaMemset");
+    cuda_check(cudaMemset(ws_.as<void>(), 0, ws_floats(d, pl, cluster) * sizeof(float)), "cudaMemset");
+    // The memsets run on the legacy stream; finish them before any call on the scorer's stream.
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    args_ = FusedArgs{w.Wg, nullptr, nullptr, nullptr, nullptr, ws_.as<float>(), counter_.as<unsigned>(),
+                      d.T, d.H, d.E, d.k, pl.chunks};
+  }
+
+  // How many clusters of this launch the device can hold at once (0 if none, or not a cluster
+  // launch). It depends on how the die's SMs are split into GPCs, so it is asked, not assumed.
+  int max_active_clusters() const {
+    if (!cluster_) return 0;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = config(nullptr, &attr);
+    int clusters = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel_, &cfg);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky; leave no error for the caller's next check
+      return 0;
+    }
+    return clusters;
+  }
+
+  // All clusters resident at once: the kernel runs in one wave, as the plan assumes.
+  bool clusters_fit_one_wave() const { return max_active_clusters() >= plan_.m_tiles; }
+
+  void run(const RouterIO& io, cudaStream_t stream) override {
+    FusedArgs a = args_;
+    a.X = io.X;
+    a.logits = io.logits;
+    a.ids = io.topk_ids;
+    a.weights = io.topk_weights;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = config(stream, &attr);
+    cuda_check(cudaLaunchKernelEx(&cfg, kernel_, a), "router_fused_kernel launch");
+  }
+
+ private:
+  static size_t ws_floats(const RouterDims& d, const FusedPlan& pl, bool cluster) {
+    return size_t(cluster ? 1 : pl.splits) * d.T * 32 * pl.P;
+  }
+
+  cudaLaunchConfig_t config(cudaStream_t stream, cudaLaunchAttribute* attr) const {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(plan_.splits, plan_.m_tiles);
+    cfg.blockDim = dim3(plan_.warps * 32);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    if (cluster_) {
+      attr->id = cudaLaunchAttributeClusterDimension;
+      attr->val.clusterDim.x = plan_.splits;
+      attr->val.clusterDim.y = 1;
+      attr->val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+    }
+    return cfg;
+  }
+
+  FusedPlan plan_;
+  bool cluster_;
+  FusedKernel kernel_;
+  DeviceMemory counter_;
+  DeviceMemory ws_;
+  FusedArgs args_;
+};
+
+class GemmThenTopkRouter final : public Router {
+ public:
+  GemmThenTopkRouter(const RouterDims& d, const RouterWeights& w) : d_(d), W_(w.Wg) {
+    const size_t smem = size_t(d.E) * sizeof(uint32_t);
+    int dev = 0, optin = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+               "cudaDeviceGetAttribute");
+    cudaFuncAttributes fa;
+    cuda_check(cudaFuncGetAttributes(&fa, router_topk_kernel), "cudaFuncGetAttributes");
+    const size_t smem_max = size_t(optin) - fa.sharedSizeBytes;
+    if (smem > smem_max)
+      throw std::invalid_argument("router gemm_then_topk: E=" + std::to_string(d.E) +
+                                  " does not fit in shared memory");
+    // The attribute belongs to the kernel, not to this object: set the device's limit, so that
+    // routers of any E can run in any order.
+    cuda_check(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(smem_max)),
+               "cudaFuncSetAttribute");
+  }
+
+  void run(const RouterIO& io, cudaStream_t stream) override {
+    const dim3 grid(ceil_div(d_.T, 16), ceil_div(d_.E, kTileE));
+    router_logits_kernel<<<grid, kLogitsWarps * 32, 0, stream>>>(W_, io.X, io.logits, d_.T, d_.H, d_.E,
+                                                                 ceil_div(d_.H, kChunkK));
+    cuda_check(cudaGetLastError(), "router_logits_kernel launch");
+    router_topk_kernel<<<d_.T, kTopkThreads, size_t(d_.E) * sizeof(uint32_t), stream>>>(
+        io.logits, io.topk_ids, io.topk_weights, d_.E, d_.k);
+    cuda_check(cudaGetLastError(), "router_topk_kernel launch");
+  }
+
+ private:
+  RouterDims d_;
+  const bf16* W_;
+};
+
+void validate(const RouterDims& d) {
+  if (d.T < 1 || d.H < 8 || d.H % 8 != 0 || d.E < 1 || d.k < 1 || d.k > d.E)
+    throw std::invalid_argument("router: invalid dims T=" + std::to_string(d.T) + " H=" + std::to_string(d.H) +
+                                " E=" + std::to_string(d.E) + " k=" + std::to_string(d.k));
+  if (d.E > 65535 * kTileE) throw std::invalid_argument("router: E past the grid limit");
+}
+
+std::unique_ptr<FusedRouter> make_fused(const RouterDims& d, const RouterWeights& w, bool cluster,
+                                        const std::string& variant) {
+  if (!fused_fits(d))
+    throw std::invalid_argument("router " + variant + ": needs T <= " + std::to_string(kFusedMaxT) +
+                                ", E <= " + std::to_string(kFusedMaxE) + ", k <= " + std::to_string(kFusedMaxK));
+  return std::make_unique<FusedRouter>(d, w, plan_fused(d, current_sm_count()), cluster);
+}
+
+}  // namespace
+
+namespace detail {
+std::vector<std::string> router_variants() {
+  return {"default", "fused_cluster", "fused_slots", "gemm_then_topk"};
+}
+}  // namespace detail
+
+std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights& w,
+                                    const std::string& variant) {
+  validate(dims);
+  if (variant == "default") {
+    // One launch whenever the shape fits. The slot reduction while its tail read is small, else
+    // the cluster reduction if all its clusters can be resident at once; the slot reduction
+    // otherwise (a second wave of clusters would cost more than the longer tail).
+    if (!fused_fits(dims)) return std::make_unique<GemmThenTopkRouter>(dims, w);
+    const FusedPlan pl = plan_fused(dims, current_sm_count());
+    if (slots_tail_bytes(dims, pl) > kSlotsTailBytes) {
+      auto clustered = std::make_unique<FusedRouter>(dims, w, pl, true);
+      if (clustered->clusters_fit_one_wave()) return clustered;
+    }
+    return std::make_unique<FusedRouter>(dims, w, pl, false);
+  }
+  if (variant == "fused_cluster") {
+    auto r = make_fused(dims, w, true, variant);
+    if (r->max_active_clusters() < 1)
+      throw std::runtime_error("router fused_cluster: the device cannot launch the cluster");
+    return r;
+  }
+  if (variant == "fused_slots") return make_fused(dims, w, false, variant);
+  if (variant == "gemm_then_topk") return std::make_unique<GemmThenTopkRouter>(dims, w);
+  throw std::invalid_argument("router: unknown variant '" + variant + "'");
+}
+
+}  // namespace submission

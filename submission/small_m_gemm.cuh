@@ -1,0 +1,635 @@
+// Small-M bf16 GEMM engine shared by dense and pooler:
+//
+//   out[m, n] = Epi( sum_k X[m, k] * W[n, k] )        any M, N; K % 8 == 0
+//
+// The regime is M <= 32 tokens against a large weight: the op is a single
+// streaming read of W, and everything here serves that read.
+//
+//   * Swap-AB tensor cores. mma.sync.m16n8k16 with 16 weight rows on the MMA's M
+//     side and 8 tokens on its N side, so no MMA lane is wasted at M = 8..32.
+//     fp32 accumulation.
+//   * Weights repacked once in prepare into the order the kernel consumes them:
+//     every block streams one contiguous range of the packed copy (stage after
+//     stage of 16 KB), each thread receiving exactly its own MMA fragments. The
+//     packed copy is padded with zeros to whole tiles and stages, so the hot loop
+//     has no bounds checks on W and DRAM sees long sequential bursts.
+//   * A cp.async ring of kStages stages (16-byte copies, L1 bypassed) keeps
+//     (kStages - 1) x 16 KB of weights in flight per block; with two blocks per
+//     SM that is 128 KB per SM, well above the ~32 KB Little's law asks for at
+//     4.3 TB/s. Activations ride in the same ring (they are tiny and L2-resident
+//     after the first touch).
+//   * Split-K across blocks where the row tiles alone cannot fill the machine.
+//     Partial sums go to an fp32 workspace; the last block of a tile to finish
+//     (elected by a self-resetting atomic counter) adds them in split order and
+//     runs the epilogue: one launch, deterministic, graph-replay safe.
+//
+// The k permutation. The MMA sums over k, so any permutation of k applied to
+// both operands gives the same product. We choose, per 32-wide k step, that
+// thread (g = lane/4, t = lane%4) holds physical k = 8t..8t+7: one 16-byte load
+// of a weight row and one of an activation row. Words 0,1 of that load are the
+// thread's k-pairs {2t, 2t+8} of the first k16 MMA and words 2,3 those of the
+// second (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
+// type": A regs (row g, k 2t..) (row g+8, k 2t..) (row g, k 2t+8..)
+// (row g+8, k 2t+8..); B regs (k 2t.., n g) (k 2t+8.., n g)). Both operands use
+// the same map, so no shuffles and no ldmatrix are needed.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "submission/submission.h"
+
+namespace submission::small_m {
+
+#define SMALL_M_CUDA(call)                                                                \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess)                                                                \
+      throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_) + " (" + \
+                               __FILE__ + ":" + std::to_string(__LINE__) + ")");         \
+  } while (0)
+
+// ------------------------------------------------------------------ tiling
+// A block owns kRows weight rows (its tile) and streams a range of k stages.
+// Warps sit kWarpRows side by side over rows and kWarpK side by side over k;
+// the kWarpK partial sums are added in shared memory at the end.
+template <int TilesPerWarp, int WarpRows, int WarpK, int Substeps, int Stages>
+struct TileConfig {
+  static constexpr int kTilesPerWarp = TilesPerWarp;  // m16 row tiles per warp
+  static constexpr int kWarpRows = WarpRows;
+  static constexpr int kWarpK = WarpK;
+  static constexpr int kSubsteps = Substeps;          // 32-wide k steps per warp per stage
+  static constexpr int kStages = Stages;              // depth of the cp.async ring
+  static constexpr int kThreads = 32 * WarpRows * WarpK;
+  static constexpr int kRows = 16 * TilesPerWarp * WarpRows;
+  static constexpr int kStageK = 32 * Substeps * WarpK;
+  static constexpr int kWChunks = 2 * TilesPerWarp * Substeps;  // 16-byte W chunks per thread per stage
+  static constexpr int kWStageChunks = kWChunks * kThreads;
+  static constexpr int kXChunksPerRow = kStageK / 8;
+  // The activation swizzle flips bit 2 of the chunk index inside a row.
+  static_assert(Substeps % 2 == 0, "activation rows need at least 8 chunks per stage");
+  static_assert(Stages >= 2, "a ring needs two slots");
+};
+
+// Wide: 4 warps x 2 m16 tiles = 128 rows, 64 k per stage (16 KB of W), 5 stages.
+// 128 rows per block keep activation traffic at M/128 of the weight traffic.
+using WideConfig = TileConfig<2, 4, 1, 2, 5>;
+// Narrow: one m16 tile, 8 warps splitting 512 k per stage (16 KB of W), 3 stages.
+// For small weights: many blocks with full K each, no cross-block reduction.
+using NarrowConfig = TileConfig<1, 1, 8, 2, 3>;
+
+// Index of a thread's W chunk within a stage: m16 tile tp, k step s, row half h
+// (h = 0: rows g, h = 1: rows g + 8).
+template <class C>
+__host__ __device__ constexpr int w_chunk(int tp, int s, int h) {
+  return (tp * C::kSubsteps + s) * 2 + h;
+}
+
+struct ChunkOrigin {
+  int row;  // weight row within the block tile
+  int k;    // first of the 8 k within the stage
+};
+
+// Where chunk q of thread tid comes from; the packing below and the MMA loop
+// both follow it.
+template <class C>
+__host__ __device__ constexpr ChunkOrigin w_chunk_origin(int q, int tid) {
+  const int warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wr = warp % C::kWarpRows, wk = warp / C::kWarpRows;
+  const int h = q % 2, s = (q / 2) % C::kSubsteps, tp = q / (2 * C::kSubsteps);
+  return {wr * 16 * C::kTilesPerWarp + tp * 16 + g + 8 * h,
+          wk * 32 * C::kSubsteps + 32 * s + 8 * t};
+}
+
+// Chunk c (8 k) of activation row r in a stage's shared-memory tile. Thread
+// (g, t) of a warp reads chunk 4s + t of row 8j + g: without the swizzle rows g
+// and g + 1 hit the same banks. Flipping bit 2 of c on odd rows puts each
+// quarter-warp's eight 16-byte reads on eight distinct bank groups.
+template <class C>
+__host__ __device__ constexpr int x_slot(int r, int c) {
+  return r * C::kXChunksPerRow + (c ^ ((r & 1) << 2));
+}
+
+// The activation chunk thread (wk, t) reads at k step s.
+template <class C>
+__host__ __device__ constexpr int x_chunk(int wk, int s, int t) {
+  return (wk * C::kSubsteps + s) * 4 + t;
+}
+
+// Accumulator element i (0..3) of m16 tile tp and token group j for lane
+// (g, t): weight row and token, per the PTX C-fragment layout (c0, c1: row g;
+// c2, c3: row g + 8; columns 2t, 2t + 1).
+template <class C>
+__host__ __device__ constexpr int acc_row(int wr, int tp, int g, int i) {
+  return wr * 16 * C::kTilesPerWarp + tp * 16 + g + 8 * (i >> 1);
+}
+__host__ __device__ constexpr int acc_token(int j, int t, int i) { return 8 * j + 2 * t + (i & 1); }
+
+template <class C>
+constexpr size_t smem_bytes(int ng) {
+  return size_t(C::kStages) * (C::kWStageChunks + 8 * ng * C::kXChunksPerRow) * 16;
+}
+
+// ------------------------------------------------------------------ device helpers
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  // src_bytes < 16 zero-fills the rest: 0 turns an out-of-range chunk into zeros.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// ------------------------------------------------------------------ kernels
+// Rows: where activation row m starts (nullptr past the end), so that the
+// pooler's gather is just another row lookup. Epi: the output side.
+template <class Rows, class Epi>
+struct Params {
+  const uint4* w;      // packed weights [n_tiles][k_stages][kWChunks][kThreads]
+  Rows rows;
+  Epi epi;
+  int M, N, K;
+  int k_stages, splits;
+  int n_tiles;
+  float4* partials;    // [m_chunks][n_tiles][splits][fragments][32], splits > 1
+  unsigned* counters;  // [m_chunks][n_tiles], zero between launches
+};
+
+template <class C, int NG, class Rows, class Epi>
+__global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows, Epi> p) {
+  constexpr int kT = C::kThreads, kTP = C::kTilesPerWarp, kS = C::kStages;
+  constexpr int kXRows = 8 * NG;
+  constexpr int kXStage = kXRows * C::kXChunksPerRow;
+  constexpr int kFrags = C::kWarpRows * kTP * NG;  // float4 per lane in a block's partial
+  extern __shared__ __align__(16) uint4 smem[];
+  uint4* const ws = smem;
+  uint4* const xs = smem + kS * C::kWStageChunks;
+  __shared__ const bf16* xrow[kXRows];
+  __shared__ int is_last;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wr = warp % C::kWarpRows, wk = warp / C::kWarpRows;
+  const int tile = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
+  const int m0 = blockIdx.y * kXRows;
+  const int st0 = int(int64_t(split) * p.k_stages / p.splits);
+  const int n_st = int(int64_t(split + 1) * p.k_stages / p.splits) - st0;
+
+  const uint4* const wsrc = p.w + (size_t(tile) * p.k_stages + st0) * C::kWStageChunks + tid;
+  auto load_w = [&](int slot, int st) {
+    uint4* dst = ws + slot * C::kWStageChunks + tid;
+    const uint4* src = wsrc + size_t(st) * C::kWStageChunks;
+#pragma unroll
+    for (int q = 0; q < C::kWChunks; ++q) cp_async16(dst + q * kT, src + q * kT, 16);
+  };
+  auto load_x = [&](int slot, int st) {
+    const int k0 = (st0 + st) * C::kStageK;
+    uint4* dst = xs + slot * kXStage;
+#pragma unroll
+    for (int i = tid; i < kXStage; i += kT) {
+      const int r = i / C::kXChunksPerRow, c = i % C::kXChunksPerRow;
+      const int k = k0 + 8 * c;
+      const bf16* row = xrow[r];
+      const bool ok = row != nullptr && k < p.K;
+      cp_async16(dst + x_slot<C>(r, c), ok ? static_cast<const void*>(row + k) : p.w, ok ? 16 : 0);
+    }
+  };
+
+  // Weights first: they do not depend on the row lookup, which for the pooler
+  // is a dependent global load. These join cp.async group 0, which is harmless.
+  for (int s = 0; s < kS - 1; ++s)
+    if (s < n_st) load_w(s, s);
+
+  float bias[kTP][2] = {};
+  if constexpr (Epi::kHasBias) {
+#pragma unroll
+    for (int tp = 0; tp < kTP; ++tp)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = tile * C::kRows + acc_row<C>(wr, tp, g, 2 * h);
+        if (n < p.N) bias[tp][h] = p.epi.bias(n);
+      }
+  }
+  if (tid < kXRows) xrow[tid] = p.rows.row(m0 + tid);
+  __syncthreads();
+  for (int s = 0; s < kS - 1; ++s) {
+    if (s < n_st) load_x(s, s);
+    cp_async_commit();  // one group per stage, empty or not, keeps the wait count exact
+  }
+
+  float acc[kTP][NG][4] = {};
+  int read_slot = 0, write_slot = kS - 1;
+  for (int it = 0; it < n_st; ++it) {
+    cp_async_wait<kS - 2>();  // this thread's copies of stage `it` have landed
+    __syncthreads();          // everyone's have; and slot write_slot is no longer being read
+    if (it + kS - 1 < n_st) {
+      load_w(write_slot, it + kS - 1);
+      load_x(write_slot, it + kS - 1);
+    }
+    cp_async_commit();
+
+    const uint4* wsl = ws + read_slot * C::kWStageChunks + tid;
+    const uint4* xsl = xs + read_slot * kXStage;
+#pragma unroll
+    for (int s = 0; s < C::kSubsteps; ++s) {
+      uint4 b[NG];
+#pragma unroll
+      for (int j = 0; j < NG; ++j) b[j] = xsl[x_slot<C>(8 * j + g, x_chunk<C>(wk, s, t))];
+#pragma unroll
+      for (int tp = 0; tp < kTP; ++tp) {
+        const uint4 lo = wsl[w_chunk<C>(tp, s, 0) * kT];  // row g
+        const uint4 hi = wsl[w_chunk<C>(tp, s, 1) * kT];  // row g + 8
+#pragma unroll
+        for (int j = 0; j < NG; ++j) {
+          mma_bf16(acc[tp][j], lo.x, hi.x, lo.y, hi.y, b[j].x, b[j].y);
+          mma_bf16(acc[tp][j], lo.z, hi.z, lo.w, hi.w, b[j].z, b[j].w);
+        }
+      }
+    }
+    read_slot = read_slot + 1 == kS ? 0 : read_slot + 1;
+    write_slot = write_slot + 1 == kS ? 0 : write_slot + 1;
+  }
+  cp_async_wait<0>();
+
+  // Warps that split k inside the block meet in shared memory (the ring is
+  // free now); warp column 0 adds the columns in order and carries on alone.
+  if constexpr (C::kWarpK > 1) {
+    __syncthreads();
+    float4* red = reinterpret_cast<float4*>(smem);
+#pragma unroll
+    for (int tp = 0; tp < kTP; ++tp)
+#pragma unroll
+      for (int j = 0; j < NG; ++j)
+        red[(((wk * C::kWarpRows + wr) * kTP + tp) * NG + j) * 32 + lane] =
+            make_float4(acc[tp][j][0], acc[tp][j][1], acc[tp][j][2], acc[tp][j][3]);
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll
+      for (int tp = 0; tp < kTP; ++tp)
+#pragma unroll
+        for (int j = 0; j < NG; ++j)
+          for (int w = 1; w < C::kWarpK; ++w) {
+            const float4 v = red[(((w * C::kWarpRows + wr) * kTP + tp) * NG + j) * 32 + lane];
+            acc[tp][j][0] += v.x;
+            acc[tp][j][1] += v.y;
+            acc[tp][j][2] += v.z;
+            acc[tp][j][3] += v.w;
+          }
+    }
+  }
+  const bool owner = wk == 0;
+
+  if (p.splits > 1) {
+    const size_t tile_slot = size_t(blockIdx.y) * p.n_tiles + tile;
+    float4* const part = p.partials + tile_slot * p.splits * kFrags * 32;
+    if (owner) {
+#pragma unroll
+      for (int tp = 0; tp < kTP; ++tp)
+#pragma unroll
+        for (int j = 0; j < NG; ++j)
+          __stcg(&part[(size_t(split) * kFrags + (wr * kTP + tp) * NG + j) * 32 + lane],
+                 make_float4(acc[tp][j][0], acc[tp][j][1], acc[tp][j][2], acc[tp][j][3]));
+    }
+    __threadfence();  // partials visible device-wide before the arrival is counted
+    __syncthreads();
+    if (tid == 0) {
+      // Wraps to 0 on the last arrival, so the counter is clean for the next
+      // launch or graph replay without a reset.
+      const unsigned prev = atomicInc(&p.counters[tile_slot], unsigned(p.splits - 1));
+      is_last = prev == unsigned(p.splits - 1);
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    if (owner) {
+      // Fixed order 0..splits-1 whoever arrives last: bit-identical results.
+#pragma unroll
+      for (int tp = 0; tp < kTP; ++tp)
+#pragma unroll
+        for (int j = 0; j < NG; ++j) {
+          const size_t f = size_t((wr * kTP + tp) * NG + j) * 32 + lane;
+          const float4 mine = make_float4(acc[tp][j][0], acc[tp][j][1], acc[tp][j][2], acc[tp][j][3]);
+          float4 sum = split == 0 ? mine : __ldcg(&part[f]);
+          for (int sp = 1; sp < p.splits; ++sp) {
+            const float4 v = sp == split ? mine : __ldcg(&part[size_t(sp) * kFrags * 32 + f]);
+            sum.x += v.x;
+            sum.y += v.y;
+            sum.z += v.z;
+            sum.w += v.w;
+          }
+          acc[tp][j][0] = sum.x;
+          acc[tp][j][1] = sum.y;
+          acc[tp][j][2] = sum.z;
+          acc[tp][j][3] = sum.w;
+        }
+    }
+  }
+
+  if (!owner) return;
+#pragma unroll
+  for (int tp = 0; tp < kTP; ++tp)
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int n = tile * C::kRows + acc_row<C>(wr, tp, g, i);
+        const int m = m0 + acc_token(j, t, i);
+        if (n < p.N && m < p.M) p.epi.store(m, n, acc[tp][j][i] + bias[tp][i >> 1]);
+      }
+}
+
+// Packs W[N, K] into the kernel's order, zero-padded to whole tiles and stages.
+template <class C>
+__global__ void pack_weights_kernel(const bf16* __restrict__ W, int N, int K, int k_stages,
+                                    uint4* __restrict__ packed, size_t chunks) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const int tid = int(i % C::kThreads);
+    const int q = int(i / C::kThreads % C::kWChunks);
+    const size_t tile_stage = i / C::kWStageChunks;
+    const int st = int(tile_stage % k_stages);
+    const size_t tile = tile_stage / k_stages;
+    const ChunkOrigin o = w_chunk_origin<C>(q, tid);
+    const size_t n = tile * C::kRows + o.row;
+    const int k = st * C::kStageK + o.k;
+    packed[i] = n < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + n * K + k)
+                                       : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// CUDA-core reference path: one warp per weight row, 8 tokens at a time, fp32
+// FMA, lane-strided 16-byte loads and a butterfly reduction. Slow (it re-reads
+// W once per 8 tokens) but obviously right; kept as the fallback. Four blocks
+// per SM keep enough warps' loads in flight.
+template <class Rows, class Epi>
+__global__ void __launch_bounds__(256, 4)
+    simt_gemm_kernel(const bf16* __restrict__ W, const Rows rows, const Epi epi, int M, int N, int K) {
+  const int lane = threadIdx.x % 32;
+  const int n = blockIdx.x * 8 + threadIdx.x / 32;
+  if (n >= N) return;
+  const bf16* w = W + size_t(n) * K;
+  for (int m0 = 0; m0 < M; m0 += 8) {
+    const bf16* x[8];
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[i] = rows.row(m0 + i);
+      acc[i] = 0.0f;
+    }
+    for (int k = lane * 8; k < K; k += 32 * 8) {
+      const uint4 wv = *reinterpret_cast<const uint4*>(w + k);
+      const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (!x[i]) continue;
+        const uint4 xv = *reinterpret_cast<const uint4*>(x[i] + k);
+        const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 a = __bfloat1622float2(wp[e]), b = __bfloat1622float2(xp[e]);
+          acc[i] = fmaf(a.x, b.x, acc[i]);
+          acc[i] = fmaf(a.y, b.y, acc[i]);
+        }
+      }
+    }
+    float mine = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float v = acc[i];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == i) mine = v;
+    }
+    if (lane < 8 && m0 + lane < M) epi.store(m0 + lane, n, mine + (Epi::kHasBias ? epi.bias(n) : 0.0f));
+  }
+}
+
+// ------------------------------------------------------------------ dispatch model
+// Which kernel and how many k splits, from a model of the machine rather than
+// a table of shapes. A configuration runs `units` = tiles x splits x token
+// chunks blocks, `slots` of them at a time (SMs x blocks per SM, from the
+// occupancy API). Per wave of `a` blocks:
+//   time = latency + bytes of the wave / min(HBM bandwidth, a x in-flight bytes / latency)
+// i.e. the wave streams at HBM speed if its blocks keep enough bytes in flight
+// (Little's law), else at what they can keep in flight; each wave also pays one
+// memory latency to fill and drain its pipelines. Two more limits:
+//   * L2 -> SM traffic (weights + each block's copy of the activations +
+//     partials written and read back) over the L2 bandwidth: this is what rules
+//     out narrow tiles for large weights (16-row tiles reread the activations
+//     once per 16 rows);
+//   * a split costs a fixed fix-up (partials, fence, atomic, the last block's
+//     reads) on the critical path.
+// The constants are round H200 numbers; only their ratios steer the choice.
+struct Machine {
+  double hbm_bytes_per_us = 4.0e6;   // sustained streaming read
+  double l2_bytes_per_us = 7.0e6;    // L2 -> SM, conservative
+  double latency_us = 2.0;           // loaded DRAM round trip, on the safe side
+  double fixup_us = 1.5;             // split-K fence, election and the last block's reads
+};
+
+struct ConfigCost {
+  int rows;             // weight rows per tile
+  int stage_k;          // k per stage
+  int stages;           // ring depth
+  int blocks_per_sm;    // occupancy
+};
+
+inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, int ng, int sms,
+                            const Machine& mc = {}) {
+  const int n_tiles = (N + c.rows - 1) / c.rows;
+  const int k_stages = (K + c.stage_k - 1) / c.stage_k;
+  const int m_chunks = (M + 8 * ng - 1) / (8 * ng);
+  const double w_stage = double(c.rows) * c.stage_k * 2;
+  const double x_stage = 8.0 * ng * c.stage_k * 2;
+  const int st_unit = (k_stages + splits - 1) / splits;
+  const double w_unit = st_unit * w_stage;
+  const double in_flight = std::min(c.stages - 1, st_unit) * w_stage;
+  const int64_t units = int64_t(n_tiles) * splits * m_chunks;
+  const int64_t slots = int64_t(sms) * c.blocks_per_sm;
+  double t = 0;
+  for (int64_t left = units; left > 0;) {
+    const int64_t a = std::min(left, slots);
+    const double bw = std::min(mc.hbm_bytes_per_us, a * in_flight / mc.latency_us);
+    t += mc.latency_us + a * w_unit / bw;
+    left -= a;
+  }
+  double l2_bytes = double(units) * st_unit * (w_stage + x_stage);
+  if (splits > 1) l2_bytes += 2.0 * splits * m_chunks * 8.0 * ng * n_tiles * c.rows * 4;
+  t = std::max(t, l2_bytes / mc.l2_bytes_per_us);
+  if (splits > 1) t += mc.fixup_us;
+  return t;
+}
+
+// ------------------------------------------------------------------ host engine
+enum class Kernel { automatic, wide, narrow, simt };
+
+// Variant names shared by dense and pooler, "default" first.
+inline std::vector<std::string> variant_names() { return {"default", "splitk_mma", "narrow_mma", "simt"}; }
+
+inline Kernel kernel_for_variant(const std::string& op, const std::string& variant) {
+  if (variant == "default") return Kernel::automatic;
+  if (variant == "splitk_mma") return Kernel::wide;    // 128-row tiles, split-K chosen by the model
+  if (variant == "narrow_mma") return Kernel::narrow;  // 16-row tiles, k split across warps
+  if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
+  throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");
+}
+
+struct Plan {
+  Kernel kernel = Kernel::simt;
+  int splits = 1;
+  int ng = 4;             // token groups of 8 per block (tokens per chunk = 8 ng)
+  int n_tiles = 0;
+  int k_stages = 0;
+  int m_chunks = 0;
+  double predicted_us = 0;
+};
+
+template <class Rows, class Epi>
+using MmaKernel = void (*)(Params<Rows, Epi>);
+
+template <class C, class Rows, class Epi>
+MmaKernel<Rows, Epi> mma_kernel(int ng) {
+  switch (ng) {
+    case 1: return mma_gemm_kernel<C, 1, Rows, Epi>;
+    case 2: return mma_gemm_kernel<C, 2, Rows, Epi>;
+    case 3: return mma_gemm_kernel<C, 3, Rows, Epi>;
+    default: return mma_gemm_kernel<C, 4, Rows, Epi>;
+  }
+}
+
+// Device memory freed with its owner, also when a constructor throws half-way.
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr); }
+  void allocate(size_t n) { SMALL_M_CUDA(cudaMalloc(&ptr, n * sizeof(T))); }
+};
+
+// Prepare-time half of the op: chooses the plan, packs W, owns the workspace.
+// run() launches exactly one kernel on the caller's stream.
+template <class Rows, class Epi>
+class Engine {
+ public:
+  Engine(int M, int N, int K, const bf16* W, Kernel forced) : M_(M), N_(N), K_(K), W_(W) {
+    if (M < 1 || N < 1 || K < 8 || K % 8 != 0)
+      throw std::invalid_argument("small-M GEMM: need M >= 1, N >= 1, K >= 8, K % 8 == 0 (got M=" +
+                                  std::to_string(M) + " N=" + std::to_string(N) +
+                                  " K=" + std::to_string(K) + ")");
+    plan_.ng = std::min(4, (M + 7) / 8);
+    plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
+    if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
+    if (forced == Kernel::simt) {
+      plan_.kernel = Kernel::simt;
+      return;
+    }
+    int dev = 0, sms = 0, smem_optin = 0;
+    SMALL_M_CUDA(cudaGetDevice(&dev));
+    SMALL_M_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    SMALL_M_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    plan_.predicted_us = 1e300;
+    if (forced != Kernel::narrow) consider<WideConfig>(Kernel::wide, sms, smem_optin);
+    if (forced != Kernel::wide) consider<NarrowConfig>(Kernel::narrow, sms, smem_optin);
+    if (plan_.kernel == Kernel::wide) pack<WideConfig>();
+    else if (plan_.kernel == Kernel::narrow) pack<NarrowConfig>();
+    else if (forced != Kernel::automatic)  // only the CUDA-core path fits this GPU
+      throw std::invalid_argument("small-M GEMM: the forced tensor-core kernel does not fit this GPU");
+  }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void run(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
+    if (plan_.kernel == Kernel::simt) {
+      simt_gemm_kernel<Rows, Epi><<<(N_ + 7) / 8, 256, 0, stream>>>(W_, rows, epi, M_, N_, K_);
+    } else {
+      const Params<Rows, Epi> p{packed_.ptr, rows, epi, M_, N_, K_, plan_.k_stages, plan_.splits,
+                                plan_.n_tiles, partials_.ptr, counters_.ptr};
+      const dim3 grid(plan_.n_tiles * plan_.splits, plan_.m_chunks);
+      const bool wide = plan_.kernel == Kernel::wide;
+      const MmaKernel<Rows, Epi> kernel = wide ? mma_kernel<WideConfig, Rows, Epi>(plan_.ng)
+                                               : mma_kernel<NarrowConfig, Rows, Epi>(plan_.ng);
+      const int threads = wide ? WideConfig::kThreads : NarrowConfig::kThreads;
+      const size_t smem = wide ? smem_bytes<WideConfig>(plan_.ng) : smem_bytes<NarrowConfig>(plan_.ng);
+      kernel<<<grid, threads, smem, stream>>>(p);
+    }
+    SMALL_M_CUDA(cudaGetLastError());
+  }
+
+ private:
+  template <class C>
+  void consider(Kernel kind, int sms, int smem_optin) {
+    const auto kernel = mma_kernel<C, Rows, Epi>(plan_.ng);
+    const size_t smem = smem_bytes<C>(plan_.ng);
+    if (smem > size_t(smem_optin)) return;
+    SMALL_M_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    // All global traffic bypasses L1 (cp.async.cg), so give the SM's memory to shared.
+    SMALL_M_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
+    int per_sm = 0;
+    SMALL_M_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, smem));
+    if (per_sm < 1) return;
+    const ConfigCost cost{C::kRows, C::kStageK, C::kStages, per_sm};
+    const int n_tiles = (N_ + C::kRows - 1) / C::kRows;
+    const int k_stages = (K_ + C::kStageK - 1) / C::kStageK;
+    // Splits beyond 32 only add fix-up traffic; grid.x must stay addressable.
+    const int max_splits = std::min({k_stages, 32, int(INT32_MAX / n_tiles)});
+    for (int s = 1; s <= max_splits; ++s) {
+      const double us = estimate_us(cost, s, M_, N_, K_, plan_.ng, sms);
+      if (us < plan_.predicted_us) {  // strict: ties keep fewer splits / the wide tiles
+        plan_.kernel = kind;
+        plan_.splits = s;
+        plan_.n_tiles = n_tiles;
+        plan_.k_stages = k_stages;
+        plan_.predicted_us = us;
+      }
+    }
+  }
+
+  template <class C>
+  void pack() {
+    const size_t chunks = size_t(plan_.n_tiles) * plan_.k_stages * C::kWStageChunks;
+    packed_.allocate(chunks);
+    const int blocks = int(std::min<size_t>((chunks + 255) / 256, 65535));
+    pack_weights_kernel<C><<<blocks, 256>>>(W_, N_, K_, plan_.k_stages, packed_.ptr, chunks);
+    SMALL_M_CUDA(cudaGetLastError());
+    if (plan_.splits > 1) {
+      const size_t tiles = size_t(plan_.m_chunks) * plan_.n_tiles;
+      const size_t frags = size_t(C::kWarpRows) * C::kTilesPerWarp * plan_.ng * 32;
+      partials_.allocate(tiles * plan_.splits * frags);
+      counters_.allocate(tiles);
+      SMALL_M_CUDA(cudaMemset(counters_.ptr, 0, tiles * sizeof(unsigned)));
+    }
+    // The scorer's stream may not wait on the legacy stream: finish here.
+    SMALL_M_CUDA(cudaDeviceSynchronize());
+  }
+
+  int M_, N_, K_;
+  const bf16* W_;
+  Plan plan_;
+  DeviceArray<uint4> packed_;
+  DeviceArray<float4> partials_;
+  DeviceArray<unsigned> counters_;
+};
+
+}  // namespace submission::small_m

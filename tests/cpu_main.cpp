@@ -1,0 +1,3 @@
+// The CPU suites: everything that needs no GPU.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>

@@ -1,0 +1,340 @@
+// The moe_w4a16 plan on the CPU: the block size follows the GLOBAL routing
+// density, the workspace bound holds for any routing, and the repacked weight
+// layout, pushed through the mma.m16n8k16 fragment layouts of the PTX ISA
+// (emulated here, independently of the kernels), computes W . x exactly.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "reference/bf16_host.h"
+#include "reference/int4.h"
+#include "submission/moe_plan.h"
+
+namespace {
+
+using submission::MoeDims;
+using namespace submission::moe;
+
+constexpr int kSms = 132;
+
+// Local routes per local expert of a routing, as the alignment counts them.
+std::vector<int> local_counts(const MoeDims& d, const std::vector<int>& ids) {
+  std::vector<int> n(d.E_local, 0);
+  for (int id : ids) {
+    const int e = moe_local_expert(id, d.ep_rank, d.E_local);
+    if (e >= 0) ++n[e];
+  }
+  return n;
+}
+
+int blocks_needed(const std::vector<int>& counts, int block_tokens) {
+  int b = 0;
+  for (int n : counts) b += (n + block_tokens - 1) / block_tokens;
+  return b;
+}
+
+// k distinct global experts per token, uniformly.
+std::vector<int> random_routing(int M, int k, int E_global, std::mt19937_64& rng) {
+  std::vector<int> ids, pool(E_global);
+  for (int m = 0; m < M; ++m) {
+    for (int e = 0; e < E_global; ++e) pool[e] = e;
+    for (int j = 0; j < k; ++j) {
+      std::uniform_int_distribution<int> pick(j, E_global - 1);
+      std::swap(pool[j], pool[pick(rng)]);
+      ids.push_back(pool[j]);
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("moe block size follows the global density M*k/E_global") {
+  for (int M : {1, 3, 8, 16, 32, 64, 100, 128, 256, 1000, 4096})
+    for (int k : {1, 2, 4, 8}) {
+      const MoeDims ep0{M, 7168, 2048, 256, 32, k, 0}, ep5{M, 7168, 2048, 256, 32, k, 5};
+      const MoeDims all{M, 7168, 2048, 256, 256, k, 0};
+      const int b = plan_moe(all, "default", kSms).block_tokens;
+      CHECK_MESSAGE(plan_moe(ep0, "default", kSms).block_tokens == b, "M=" << M << " k=" << k);
+      CHECK_MESSAGE(plan_moe(ep5, "default", kSms).block_tokens == b, "M=" << M << " k=" << k);
+      CHECK(b == moe_block_tokens(M, k, 256));
+    }
+  // dsv3 EP8, M=128: 4 routes per expert want 16 slots; dividing by the 32
+  // local experts instead would ask for 64.
+  CHECK(moe_block_tokens(128, 8, 256) == 16);
+  CHECK(moe_block_tokens(128, 8, 32) == 64);
+  // The public shapes.
+  CHECK(moe_block_tokens(1, 8, 128) == 8);
+  CHECK(moe_block_tokens(16, 8, 128) == 8);
+  CHECK(moe_block_tokens(64, 8, 128) == 16);
+  CHECK(moe_block_tokens(256, 8, 128) == 32);
+  CHECK(moe_block_tokens(8, 8, 256) == 8);
+  CHECK(moe_block_tokens(32, 8, 256) == 8);
+  CHECK(moe_block_tokens(1, 2, 8) == 8);
+  CHECK(moe_block_tokens(16, 2, 8) == 16);
+  CHECK(moe_block_tokens(64, 2, 8) == 32);
+  // Never more slots than tokens need, never past the register bound.
+  for (int M = 1; M <= 4096; M = M * 3 + 1)
+    for (int k : {1, 2, 8})
+      for (int E : {8, 64, 256}) {
+        if (k > E) continue;
+        const int b = moe_block_tokens(M, k, E);
+        CHECK((b == 8 || b == 16 || b == 32 || b == 64));
+        if (M <= 8) CHECK(b == 8);
+      }
+}
+
+TEST_CASE("moe max_blocks bounds the blocks of any routing") {
+  std::mt19937_64 rng(1234);
+  const MoeDims shapes[] = {
+      {7, 256, 384, 16, 4, 3, 2},       {33, 256, 256, 8, 8, 2, 0},   {1, 2048, 768, 128, 128, 8, 0},
+      {256, 2048, 768, 128, 128, 8, 0}, {128, 7168, 2048, 256, 32, 8, 5},
+      {64, 4096, 14336, 8, 8, 2, 0},    {300, 256, 256, 8, 8, 2, 0},  {50, 256, 256, 4, 4, 1, 0},
+  };
+  for (const MoeDims& d : shapes) {
+    const MoePlan p = plan_moe(d, "default", kSms);
+    for (int trial = 0; trial < 50; ++trial) {
+      const auto ids = random_routing(d.M, d.k, d.E_global, rng);
+      CHECK(blocks_needed(local_counts(d, ids), p.block_tokens) <= p.max_blocks);
+    }
+    // Adversarial: every token on the same k local experts.
+    REQUIRE(d.k <= d.E_local);
+    std::vector<int> ids;
+    for (int m = 0; m < d.M; ++m)
+      for (int j = 0; j < d.k; ++j) ids.push_back(d.ep_rank * d.E_local + j);
+    CHECK(blocks_needed(local_counts(d, ids), p.block_tokens) <= p.max_blocks);
+    // Adversarial: every local expert one route past a block boundary.
+    std::vector<int> counts(d.E_local, 0);
+    long long left = (long long)d.M * std::min(d.k, d.E_local);
+    for (int e = 0; e < d.E_local && left > 0; ++e) {
+      counts[e] = int(std::min<long long>(left, p.block_tokens + 1));
+      left -= counts[e];
+    }
+    CHECK(blocks_needed(counts, p.block_tokens) <= p.max_blocks);
+  }
+}
+
+TEST_CASE("moe plan: variants, tile rows and invalid dims") {
+  const MoeDims mixtral1{1, 4096, 14336, 8, 8, 2, 0}, mixtral64{64, 4096, 14336, 8, 8, 2, 0};
+  // Two experts x 4096 rows of GEMM 2 make 64 units of 128 rows for 132 SMs:
+  // the model takes 64-row units there, and 128 rows where units are plenty.
+  CHECK(plan_moe(mixtral1, "default", kSms).tile_rows_down == 64);
+  CHECK(plan_moe(mixtral64, "default", kSms).tile_rows_up == 128);
+  // qwen3 M=1: 96 units of 128 rows would leave SMs idle; 64 rows double the
+  // CTAs streaming at once.
+  CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).tile_rows_up == 64);
+  for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
+                           MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64,
+                           MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
+    for (const char* v : {"default", "mma", "mma_rows64", "mma_nopdl"}) {
+      const MoePlan p = plan_moe(d, v, kSms);
+      CHECK(p.kernel == MoeKernel::mma);
+      CHECK(p.pdl == (std::string(v) != "mma_nopdl"));
+      for (int rows : {p.tile_rows_up, p.tile_rows_down}) CHECK((rows == 64 || rows == 128));
+      CHECK((2 * d.I) % p.tile_rows_up == 0);
+      CHECK(d.H % p.tile_rows_down == 0);
+      if (p.block_tokens == 64) CHECK(p.tile_rows_up + p.tile_rows_down == 128);
+    }
+    CHECK(plan_moe(d, "gemv", kSms).kernel == MoeKernel::gemv);
+  }
+  CHECK(plan_moe(mixtral64, "mma_rows128", kSms).tile_rows_down == 128);
+  CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
+  CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
+  const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},
+                         {4, 256, 256, 8, 3, 2, 0},   {4, 256, 256, 8, 8, 9, 0}, {4, 256, 256, 8, 8, 0, 0},
+                         {4, 256, 256, 16, 4, 2, 4},  {4, 256, 256, 16, 4, 2, -1}};
+  for (const MoeDims& d : bad) CHECK_THROWS_AS(plan_moe(d, "default", kSms), std::invalid_argument);
+}
+
+TEST_CASE("moe tile layout covers each (row, column) of a tile-group once") {
+  std::vector<int> seen(kTileRows * kGroup, 0), word_seen(kTileGroupWords, 0);
+  for (int lane = 0; lane < 32; ++lane)
+    for (int w = 0; w < 8; ++w) {
+      ++word_seen[tile_word_index(lane, w)];
+      for (int nib = 0; nib < 8; ++nib) {
+        const TileElem el = tile_nibble_source(lane, w, nib);
+        REQUIRE(el.row >= 0);
+        REQUIRE(el.row < kTileRows);
+        REQUIRE(el.col >= 0);
+        REQUIRE(el.col < kGroup);
+        ++seen[el.row * kGroup + el.col];
+      }
+    }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  CHECK(std::all_of(word_seen.begin(), word_seen.end(), [](int n) { return n == 1; }));
+  // Activation stage: every (slot, chunk) has its own 16 bytes.
+  for (int tokens : {8, 16, 32, 64}) {
+    std::vector<int> used(tokens * 16, 0);
+    for (int s = 0; s < tokens; ++s)
+      for (int c = 0; c < 16; ++c) ++used[act_stage_uint4(c, s, tokens)];
+    CHECK(std::all_of(used.begin(), used.end(), [](int n) { return n == 1; }));
+  }
+}
+
+TEST_CASE("moe dequant bit trick gives q - 8 exactly in both halves") {
+  for (int q = 0; q < 16; ++q)
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t word = (uint32_t(q) << (4 * j)) | (uint32_t(15 - q) << (4 * (j + 4)));
+      const uint32_t pair = nibble_pair_as_bf16x2(word, j);
+      CHECK(ref::bf16_to_float(uint16_t(pair & 0xffff)) - 136.0f == float(q - 8));
+      CHECK(ref::bf16_to_float(uint16_t(pair >> 16)) - 136.0f == float(15 - q - 8));
+      CHECK(ref::bf16_to_float(uint16_t(kBf16Pair136 & 0xffff)) == 136.0f);
+    }
+}
+
+namespace {
+
+double lo_bf16(uint32_t pair) { return ref::bf16_to_float(uint16_t(pair & 0xffff)); }
+double hi_bf16(uint32_t pair) { return ref::bf16_to_float(uint16_t(pair >> 16)); }
+double half_bf16(uint32_t pair, int h) { return h ? hi_bf16(pair) : lo_bf16(pair); }
+
+// D[16][8] += A . B for one mma.m16n8k16 from the 32 lanes' registers, each
+// element placed where the PTX ISA puts it (groupID g = lane/4, t = lane%4):
+//   A register j, half h: row g + 8*(j & 1), column 2t + h + 8*(j >> 1)
+//   B register j, half h: row (k) 2t + h + 8j, column (n) g
+void emulate_mma(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], double (&D)[16][8]) {
+  double A[16][16], B[16][8];
+  int seen_a[16][16] = {}, seen_b[16][8] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int j = 0; j < 4; ++j)
+      for (int h = 0; h < 2; ++h) {
+        const int row = g + 8 * (j & 1), col = 2 * t + h + 8 * (j >> 1);
+        A[row][col] = half_bf16(a[lane][j], h) - 136.0;  // the kernel's bf16x2 subtract
+        ++seen_a[row][col];
+      }
+    for (int j = 0; j < 2; ++j)
+      for (int h = 0; h < 2; ++h) {
+        const int k = 2 * t + h + 8 * j;
+        B[k][g] = half_bf16(b[lane][j], h);
+        ++seen_b[k][g];
+      }
+  }
+  for (auto& r : seen_a)
+    for (int n : r) REQUIRE(n == 1);
+  for (auto& r : seen_b)
+    for (int n : r) REQUIRE(n == 1);
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n)
+      for (int k = 0; k < 16; ++k) D[m][n] += A[m][k] * B[k][n];
+}
+
+// out[row][token] of one expert's matrix (rows x K) through the repacked
+// layout: the kernel's data path (stage copies, fragment reads, MMA, group
+// scale) with the MMA emulated. Rows are in tile order.
+std::vector<double> emulate_repacked_gemm(const std::vector<uint8_t>& codes,
+                                          const std::vector<uint16_t>& scales, int rows, int K,
+                                          int I, bool w13, const std::vector<uint16_t>& X,
+                                          int tokens) {
+  const int tiles = rows / kTileRows, groups = K / kGroup;
+  std::vector<double> out(size_t(rows) * tokens, 0.0);
+  for (int tile = 0; tile < tiles; ++tile)
+    for (int group = 0; group < groups; ++group) {
+      // What one stage holds for this tile: its codes, scales and activations.
+      std::vector<uint32_t> words(kTileGroupWords);
+      for (int lane = 0; lane < 32; ++lane)
+        for (int w = 0; w < 8; ++w)
+          words[tile_word_index(lane, w)] = repacked_code_word(codes.data(), K, I, w13, tile, group, lane, w);
+      uint32_t scale_word[kTileGroupScaleWords];
+      for (int g = 0; g < kTileGroupScaleWords; ++g)
+        scale_word[g] = repacked_scale_word(scales.data(), K, I, w13, tile, group, g);
+      std::vector<uint32_t> stage(size_t(tokens) * 16 * 4);  // uint4s as 4 words
+      for (int s = 0; s < tokens; ++s)
+        for (int c = 0; c < 16; ++c)
+          for (int v = 0; v < 4; ++v) {
+            const size_t x = size_t(s) * K + group * kGroup + 8 * c + 2 * v;
+            stage[act_stage_uint4(c, s, tokens) * 4 + v] = uint32_t(X[x]) | uint32_t(X[x + 1]) << 16;
+          }
+      for (int nt = 0; nt < tokens / 8; ++nt) {
+        double D[16][8] = {};
+        for (int p = 0; p < 4; ++p)
+          for (int s = 0; s < 2; ++s) {
+            uint32_t a[32][4], b[32][2];
+            for (int lane = 0; lane < 32; ++lane) {
+              const int g = lane / 4, t = lane % 4;
+              const uint32_t word = words[tile_word_index(lane, 2 * p + s)];
+              for (int j = 0; j < 4; ++j) a[lane][j] = nibble_pair_as_bf16x2(word, j);
+              const uint32_t* v = &stage[act_fragment_uint4(p, nt * 8 + g, t, tokens) * 4];
+              b[lane][0] = v[2 * s];
+              b[lane][1] = v[2 * s + 1];
+            }
+            emulate_mma(a, b, D);
+          }
+        // Accumulator rows g take the low scale of word g, rows g+8 the high.
+        for (int r = 0; r < 16; ++r)
+          for (int n = 0; n < 8; ++n) {
+            const double sc = r < 8 ? lo_bf16(scale_word[r]) : hi_bf16(scale_word[r - 8]);
+            out[size_t(tile * 16 + r) * tokens + nt * 8 + n] += sc * D[r][n];
+          }
+      }
+    }
+  return out;
+}
+
+void random_weights(int rows, int K, std::mt19937_64& rng, std::vector<uint8_t>* packed,
+                    std::vector<uint16_t>* scales) {
+  std::uniform_int_distribution<int> code(0, 15);
+  std::uniform_real_distribution<float> s(0.75f, 1.25f);
+  std::vector<uint8_t> codes(size_t(rows) * K);
+  for (auto& c : codes) c = uint8_t(code(rng));
+  *packed = ref::pack_int4(codes, rows, K);
+  scales->resize(size_t(rows) * (K / kGroup));
+  for (auto& x : *scales) x = ref::float_to_bf16(s(rng) / std::sqrt(21.25f * K));
+}
+
+std::vector<uint16_t> random_x(int tokens, int K, std::mt19937_64& rng) {
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<uint16_t> x(size_t(tokens) * K);
+  for (auto& v : x) v = ref::float_to_bf16(n(rng));
+  return x;
+}
+
+double dot_row(const std::vector<double>& w, int row, int K, const std::vector<uint16_t>& X, int token) {
+  double s = 0;
+  for (int c = 0; c < K; ++c) s += w[size_t(row) * K + c] * ref::bf16_to_float(X[size_t(token) * K + c]);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("moe repacked W13 through the MMA fragments: gate row i at accumulator row g, up at g+8") {
+  std::mt19937_64 rng(7);
+  const int I = 256, H = 384, rows = 2 * I, tokens = 16;
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales;
+  random_weights(rows, H, rng, &codes, &scales);
+  const auto X = random_x(tokens, H, rng);
+  const auto w = ref::dequant_int4(codes.data(), scales.data(), rows, H);
+  const auto got = emulate_repacked_gemm(codes, scales, rows, H, I, true, X, tokens);
+  double worst = 0;
+  for (int tile = 0; tile < rows / 16; ++tile)
+    for (int g = 0; g < 8; ++g) {
+      const int i = 8 * tile + g;  // the output store_h gives accumulator rows g and g+8
+      for (int n = 0; n < tokens; ++n) {
+        const double gate = dot_row(w, i, H, X, n), up = dot_row(w, I + i, H, X, n);
+        worst = std::max(worst, std::fabs(got[size_t(tile * 16 + g) * tokens + n] - gate));
+        worst = std::max(worst, std::fabs(got[size_t(tile * 16 + g + 8) * tokens + n] - up));
+      }
+    }
+  CHECK(worst < 1e-9);
+}
+
+TEST_CASE("moe repacked W2 through the MMA fragments: tile rows in order") {
+  std::mt19937_64 rng(8);
+  const int H = 256, I = 384, tokens = 8;
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales;
+  random_weights(H, I, rng, &codes, &scales);
+  const auto X = random_x(tokens, I, rng);
+  const auto w = ref::dequant_int4(codes.data(), scales.data(), H, I);
+  const auto got = emulate_repacked_gemm(codes, scales, H, I, I, false, X, tokens);
+  double worst = 0;
+  for (int n = 0; n < H; ++n)
+    for (int m = 0; m < tokens; ++m)
+      worst = std::max(worst, std::fabs(got[size_t(n) * tokens + m] - dot_row(w, n, I, X, m)));
+  CHECK(worst < 1e-9);
+}

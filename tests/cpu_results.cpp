@@ -1,0 +1,582 @@
+// Results files: every field survives a round trip; bad files name the file,
+// the line and the field; saving is atomic. And the table printed from them.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "scorer/results_json.h"
+#include "scorer/stats.h"
+#include "scorer/table.h"
+
+using nlohmann::json;
+using scorer::InputError;
+using scorer::Interval;
+using scorer::RunResult;
+using scorer::ShapeResult;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system's temporary directory, removed on exit.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("cpu_results." + std::to_string(getpid()) + "." + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  REQUIRE(out.good());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// 1-based line of the n-th (0-based) occurrence of `needle` in `text`.
+int line_of(const std::string& text, const std::string& needle, int nth = 0) {
+  size_t pos = text.find(needle);
+  for (int i = 0; i < nth && pos != std::string::npos; ++i) pos = text.find(needle, pos + 1);
+  REQUIRE_MESSAGE(pos != std::string::npos, "no " << needle << " in the text");
+  return 1 + int(std::count(text.begin(), text.begin() + long(pos), '\n'));
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    scorer::load_results(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Distinct values with every bit of a double's mantissa in use.
+struct Values {
+  std::mt19937_64 rng{99};
+  double next() { return std::uniform_real_distribution<double>(0.001, 1000.0)(rng); }
+  std::vector<double> many(int n) {
+    std::vector<double> v(n);
+    for (double& x : v) x = next();
+    return v;
+  }
+  Interval interval() { return {next(), next(), next()}; }
+};
+
+// A run in which no field keeps its default value.
+RunResult filled_run() {
+  Values v;
+  RunResult run;
+  scorer::RunMeta& m = run.meta;
+  m.scorer_version = "scorer-1.4-2-g0abc123";
+  m.git_commit = "0123456789abcdef0123456789abcdef01234567";
+  m.git_dirty = true;
+  m.submission_sha256 = std::string(64, 'a');
+  m.command_line = "scorer run --note \"a \\ quoted\tnote\" --seed 7";
+  m.started_at = "2025-01-02T03:04:05Z";
+  m.shapes_path = "shapes.toml";
+  m.shapes_sha256 = std::string(64, 'b');
+  m.seed = 18446744073709551557ull;  // above the largest int64
+  m.mode = "graph";
+  m.variants = {{"dense", "splitk"}, {"moe_w4a16", "default"}};
+  m.gpu_name = "NVIDIA H200";
+  m.sm_count = 132;
+  m.l2_bytes = 62914560;
+  m.driver_version = 13000;
+  m.runtime_version = 12090;
+  m.sm_clock_mhz_start = v.next();
+  m.sm_clock_mhz_end = v.next();
+  m.copy_gbps = v.next();
+  m.matrix_tflops = v.next();
+  m.empty_launch_us = v.next();
+
+  const char* names[3] = {"pooler_x", "dense_y", "moe_z"};
+  const scorer::Op ops[3] = {scorer::Op::pooler, scorer::Op::dense, scorer::Op::moe_w4a16};
+  for (int i = 0; i < 3; ++i) {
+    ShapeResult r;
+    r.shape.name = names[i];
+    r.shape.op = ops[i];
+    r.shape.regime = i == 2 ? "moe" : "small";
+    r.shape.line = 10 + 7 * i;
+    switch (ops[i]) {
+      case scorer::Op::pooler:
+        r.shape.B = 3, r.shape.H = 64, r.shape.min_len = 2, r.shape.max_len = 40;
+        break;
+      case scorer::Op::dense: r.shape.M = 5, r.shape.N = 7, r.shape.K = 16; break;
+      default:
+        r.shape.M = 9, r.shape.H = 256, r.shape.I = 384, r.shape.E_global = 16;
+        r.shape.E_local = 4, r.shape.k = 3, r.shape.ep_rank = 2;
+    }
+    r.status = i == 2 ? "incorrect" : "ok";
+    r.reason = i == 2 ? "output off at element 17: got 1.5, expected 1.25" : "";
+    r.variant = "v" + std::to_string(i);
+    r.check = {4 + i, v.next(), v.next(), v.next()};
+    r.bytes = v.next(), r.flops = v.next(), r.floor_us = v.next();
+    r.floor_read_us = v.next(), r.floor_compute_us = v.next(), r.raw_limit_us = v.next();
+    r.baseline_us = v.many(5 + i);
+    r.candidate_us = v.many(5 + i);
+    r.converged = i != 1;
+    r.flags = {"flag " + std::to_string(i), "µs drift"};
+    r.graph_baseline_us = v.many(3);
+    r.graph_candidate_us = v.many(3);
+    r.baseline_median_us = v.next(), r.candidate_median_us = v.next();
+    r.pct_of_floor = v.next(), r.pct_of_raw = v.next();
+    r.speedup = v.next(), r.ci_lo = v.next(), r.ci_hi = v.next();
+    r.graph_speedup = v.next(), r.graph_ci_lo = v.next(), r.graph_ci_hi = v.next();
+    r.recorded_us = v.next(), r.recorded_speedup = v.next();
+    run.shapes.push_back(r);
+  }
+  for (const char* name : {"small", "moe"})
+    run.regimes.push_back({name, 2, 1, v.interval(), v.interval(), v.next()});
+  run.aggregate = v.interval();
+  run.graph_aggregate = v.interval();
+  run.recorded_aggregate = v.next();
+  run.recorded_source = "recorded.json (vLLM 0.9, 2025-01-01)";
+  run.shapes_failed = 1;
+  run.flags = 6;
+  run.correctness_passed = false;
+  return run;
+}
+
+void check_same(const Interval& a, const Interval& b) {
+  CHECK(a.point == b.point);
+  CHECK(a.lo == b.lo);
+  CHECK(a.hi == b.hi);
+}
+
+void check_same(const scorer::Shape& a, const scorer::Shape& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.op == b.op);
+  CHECK(a.regime == b.regime);
+  CHECK(a.line == b.line);
+  CHECK(a.B == b.B);
+  CHECK(a.min_len == b.min_len);
+  CHECK(a.max_len == b.max_len);
+  CHECK(a.M == b.M);
+  CHECK(a.N == b.N);
+  CHECK(a.K == b.K);
+  CHECK(a.T == b.T);
+  CHECK(a.E == b.E);
+  CHECK(a.k == b.k);
+  CHECK(a.H == b.H);
+  CHECK(a.I == b.I);
+  CHECK(a.E_global == b.E_global);
+  CHECK(a.E_local == b.E_local);
+  CHECK(a.ep_rank == b.ep_rank);
+}
+
+void check_same(const ShapeResult& a, const ShapeResult& b) {
+  check_same(a.shape, b.shape);
+  CHECK(a.status == b.status);
+  CHECK(a.reason == b.reason);
+  CHECK(a.variant == b.variant);
+  CHECK(a.check.checks == b.check.checks);
+  CHECK(a.check.rel_l2 == b.check.rel_l2);
+  CHECK(a.check.max_abs_err == b.check.max_abs_err);
+  CHECK(a.check.worst_elem == b.check.worst_elem);
+  CHECK(a.bytes == b.bytes);
+  CHECK(a.flops == b.flops);
+  CHECK(a.floor_us == b.floor_us);
+  CHECK(a.floor_read_us == b.floor_read_us);
+  CHECK(a.floor_compute_us == b.floor_compute_us);
+  CHECK(a.raw_limit_us == b.raw_limit_us);
+  CHECK(a.baseline_us == b.baseline_us);
+  CHECK(a.candidate_us == b.candidate_us);
+  CHECK(a.converged == b.converged);
+  CHECK(a.flags == b.flags);
+  CHECK(a.graph_baseline_us == b.graph_baseline_us);
+  CHECK(a.graph_candidate_us == b.graph_candidate_us);
+  CHECK(a.baseline_median_us == b.baseline_median_us);
+  CHECK(a.candidate_median_us == b.candidate_median_us);
+  CHECK(a.pct_of_floor == b.pct_of_floor);
+  CHECK(a.pct_of_raw == b.pct_of_raw);
+  CHECK(a.speedup == b.speedup);
+  CHECK(a.ci_lo == b.ci_lo);
+  CHECK(a.ci_hi == b.ci_hi);
+  CHECK(a.graph_speedup == b.graph_speedup);
+  CHECK(a.graph_ci_lo == b.graph_ci_lo);
+  CHECK(a.graph_ci_hi == b.graph_ci_hi);
+  CHECK(a.recorded_us == b.recorded_us);
+  CHECK(a.recorded_speedup == b.recorded_speedup);
+}
+
+void check_same(const RunResult& a, const RunResult& b) {
+  const scorer::RunMeta &x = a.meta, &y = b.meta;
+  CHECK(x.schema_version == y.schema_version);
+  CHECK(x.scorer_version == y.scorer_version);
+  CHECK(x.git_commit == y.git_commit);
+  CHECK(x.git_dirty == y.git_dirty);
+  CHECK(x.submission_sha256 == y.submission_sha256);
+  CHECK(x.command_line == y.command_line);
+  CHECK(x.started_at == y.started_at);
+  CHECK(x.shapes_path == y.shapes_path);
+  CHECK(x.shapes_sha256 == y.shapes_sha256);
+  CHECK(x.seed == y.seed);
+  CHECK(x.mode == y.mode);
+  CHECK(x.variants == y.variants);
+  CHECK(x.gpu_name == y.gpu_name);
+  CHECK(x.sm_count == y.sm_count);
+  CHECK(x.l2_bytes == y.l2_bytes);
+  CHECK(x.driver_version == y.driver_version);
+  CHECK(x.runtime_version == y.runtime_version);
+  CHECK(x.sm_clock_mhz_start == y.sm_clock_mhz_start);
+  CHECK(x.sm_clock_mhz_end == y.sm_clock_mhz_end);
+  CHECK(x.copy_gbps == y.copy_gbps);
+  CHECK(x.matrix_tflops == y.matrix_tflops);
+  CHECK(x.empty_launch_us == y.empty_launch_us);
+  REQUIRE(a.shapes.size() == b.shapes.size());
+  for (size_t i = 0; i < a.shapes.size(); ++i) check_same(a.shapes[i], b.shapes[i]);
+  REQUIRE(a.regimes.size() == b.regimes.size());
+  for (size_t i = 0; i < a.regimes.size(); ++i) {
+    CHECK(a.regimes[i].name == b.regimes[i].name);
+    CHECK(a.regimes[i].shapes == b.regimes[i].shapes);
+    CHECK(a.regimes[i].failed == b.regimes[i].failed);
+    check_same(a.regimes[i].speedup, b.regimes[i].speedup);
+    check_same(a.regimes[i].graph_speedup, b.regimes[i].graph_speedup);
+    CHECK(a.regimes[i].recorded_speedup == b.regimes[i].recorded_speedup);
+  }
+  check_same(a.aggregate, b.aggregate);
+  check_same(a.graph_aggregate, b.graph_aggregate);
+  CHECK(a.recorded_aggregate == b.recorded_aggregate);
+  CHECK(a.recorded_source == b.recorded_source);
+  CHECK(a.shapes_failed == b.shapes_failed);
+  CHECK(a.flags == b.flags);
+  CHECK(a.correctness_passed == b.correctness_passed);
+}
+
+}  // namespace
+
+TEST_CASE("results: every field survives a round trip through JSON and a file") {
+  const RunResult run = filled_run();
+  check_same(scorer::results_from_json(scorer::results_to_json(run), "mem"), run);
+
+  TempDir dir;
+  const std::string path = dir.file("a/b/latest.json");  // directories are created
+  scorer::save_results(run, path);
+  check_same(scorer::load_results(path), run);
+
+  // Pretty-printed with two spaces; keys are the C++ field names.
+  const std::string text = read_file(path);
+  CHECK(text.rfind("{\n  \"", 0) == 0);
+  CHECK(text.find("\n    \"schema_version\": 1,\n") != std::string::npos);
+  CHECK(text.find("\"candidate_us\": [") != std::string::npos);
+  CHECK(text.back() == '\n');
+}
+
+TEST_CASE("results: a shape's dims hold only its op's dims") {
+  const RunResult run = filled_run();
+  const json pooler = scorer::shape_to_json(run.shapes[0].shape);
+  CHECK(pooler.at("dims") == json({{"B", 3}, {"H", 64}, {"min_len", 2}, {"max_len", 40}}));
+  const json dense = scorer::shape_to_json(run.shapes[1].shape);
+  CHECK(dense.at("dims") == json({{"M", 5}, {"N", 7}, {"K", 16}}));
+  CHECK(dense.at("op") == "dense");
+  const json moe = scorer::shape_to_json(run.shapes[2].shape);
+  CHECK(moe.at("dims").size() == 7);
+  CHECK(moe.at("dims").at("ep_rank") == 2);
+  check_same(scorer::shape_from_json(moe, "child"), run.shapes[2].shape);
+  check_same(scorer::shape_result_from_json(scorer::shape_result_to_json(run.shapes[1]), "child"),
+             run.shapes[1]);
+
+  // Without source text, errors name the file and the field but no line.
+  json bad = dense;
+  bad["dims"]["E"] = 4;
+  CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"),
+                       "child: field 'dims.E': unknown field", InputError);
+  bad = dense;
+  bad["dims"].erase("K");
+  CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"), "child: field 'dims.K': missing",
+                       InputError);
+  json r = scorer::shape_result_to_json(run.shapes[0]);
+  r["candidate_us"] = "fast";
+  CHECK_THROWS_WITH_AS(scorer::shape_result_from_json(r, "child"),
+                       "child: field 'candidate_us': expected an array of numbers", InputError);
+}
+
+TEST_CASE("results: non-finite numbers are written as null and read back as NaN") {
+  RunResult run = filled_run();
+  run.shapes[0].check.rel_l2 = NAN;
+  run.shapes[2].candidate_us[1] = INFINITY;
+  const RunResult back =
+      scorer::results_from_json(json::parse(scorer::results_to_json(run).dump()), "mem");
+  CHECK(std::isnan(back.shapes[0].check.rel_l2));
+  CHECK(std::isnan(back.shapes[2].candidate_us[1]));
+  CHECK(back.shapes[2].candidate_us[0] == run.shapes[2].candidate_us[0]);
+}
+
+TEST_CASE("results: bad files name the file, the line and the field") {
+  TempDir dir;
+  const std::string path = dir.file("latest.json");
+  const json good = scorer::results_to_json(filled_run());
+  auto save = [&](const json& j) {
+    const std::string text = j.dump(2);
+    write_file(path, text);
+    return text;
+  };
+
+  SUBCASE("missing file") {
+    CHECK(load_error(dir.file("best.json")) ==
+          dir.file("best.json") + ": cannot read: No such file or directory");
+  }
+  SUBCASE("truncated") {
+    const std::string full = good.dump(2);
+    const std::string cut = full.substr(0, full.find("\"candidate_us\"", full.size() / 2) + 20);
+    write_file(path, cut);
+    const int last_line = 1 + int(std::count(cut.begin(), cut.end(), '\n'));
+    const std::string msg = load_error(path);
+    CHECK(msg.rfind(path + ":" + std::to_string(last_line) + ": field 'shapes[", 0) == 0);
+    CHECK(msg.find("].candidate_us': syntax error while parsing ") != std::string::npos);
+    CHECK(msg.find("unexpected end of input") != std::string::npos);
+  }
+  SUBCASE("malformed") {
+    std::string text = good.dump(2);
+    const size_t at = text.find("\"gpu_name\"");
+    text.insert(text.find(',', at), " 7");  // two values for one key
+    write_file(path, text);
+    const std::string msg = load_error(path);
+    CHECK(msg.rfind(path + ":" + std::to_string(line_of(text, "\"gpu_name\"")) +
+                        ": field 'meta.gpu_name': syntax error while parsing object",
+                    0) == 0);
+  }
+  SUBCASE("empty") {
+    write_file(path, "");
+    CHECK(load_error(path).rfind(path + ":1: syntax error while parsing value", 0) == 0);
+  }
+  SUBCASE("a directory") {
+    CHECK(load_error(dir.path.string()) == dir.path.string() + ": cannot read: Is a directory");
+  }
+  SUBCASE("wrong type") {
+    json j = good;
+    j["shapes"][1]["candidate_us"] = "fast";
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" +
+                                  std::to_string(line_of(text, "\"candidate_us\": \"fast\"")) +
+                                  ": field 'shapes[1].candidate_us': expected an array of numbers");
+  }
+  SUBCASE("wrong type inside an array") {
+    json j = good;
+    j["shapes"][2]["baseline_us"][3] = true;
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": [", 2)) +
+                                  ": field 'shapes[2].baseline_us': expected an array of numbers");
+  }
+  SUBCASE("an integer field given a fraction") {
+    json j = good;
+    j["meta"]["sm_count"] = 132.5;
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"sm_count\"")) +
+                                  ": field 'meta.sm_count': expected an integer");
+  }
+  SUBCASE("missing field: the line of the object that lacks it") {
+    json j = good;
+    j["shapes"][1]["check"].erase("rel_l2");
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"check\": {", 1)) +
+                                  ": field 'shapes[1].check.rel_l2': missing");
+  }
+  SUBCASE("missing top-level field") {
+    json j = good;
+    j.erase("flags");
+    save(j);
+    CHECK(load_error(path) == path + ":1: field 'flags': missing");
+  }
+  SUBCASE("unknown field") {
+    json j = good;
+    j["regimes"][1]["speedup"]["median"] = 1.0;
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"median\"")) +
+                                  ": field 'regimes[1].speedup.median': unknown field");
+  }
+  SUBCASE("unknown op") {
+    json j = good;
+    j["shapes"][2]["shape"]["op"] = "conv";
+    const std::string text = save(j);
+    CHECK(load_error(path) ==
+          path + ":" + std::to_string(line_of(text, "\"op\": \"conv\"")) +
+              ": field 'shapes[2].shape.op': unknown op 'conv' (expected pooler, dense, router or "
+              "moe_w4a16)");
+  }
+  SUBCASE("unknown status") {
+    json j = good;
+    j["shapes"][0]["status"] = "fine";
+    const std::string text = save(j);
+    CHECK(load_error(path).rfind(path + ":" +
+                                     std::to_string(line_of(text, "\"status\": \"fine\"")) +
+                                     ": field 'shapes[0].status': unknown status 'fine'",
+                                 0) == 0);
+  }
+  SUBCASE("unsupported schema version") {
+    json j = good;
+    j["meta"]["schema_version"] = 2;
+    j["meta"].erase("gpu_name");  // the version is checked before anything else
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"schema_version\"")) +
+                                  ": field 'meta.schema_version': unsupported schema version 2 "
+                                  "(this scorer reads version 1)");
+  }
+  SUBCASE("unpaired trials") {
+    json j = good;
+    j["shapes"][0]["candidate_us"].erase(0);
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"candidate_us\"")) +
+                                  ": field 'shapes[0].candidate_us': has 4 trials but baseline_us "
+                                  "has 5");
+  }
+  SUBCASE("not an object") {
+    write_file(path, "[1, 2]\n");
+    CHECK(load_error(path) == path + ":1: field '(top level)': expected an object");
+  }
+}
+
+TEST_CASE("results: saving is atomic and replaces the previous file") {
+  TempDir dir;
+  const std::string path = dir.file("latest.json");
+  RunResult run = filled_run();
+  scorer::save_results(run, path);
+  run.meta.gpu_name = "second";
+  scorer::save_results(run, path);
+  CHECK(scorer::load_results(path).meta.gpu_name == "second");
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    ++entries;
+    CHECK(e.path().filename() == "latest.json");  // no temporary left behind
+  }
+  CHECK(entries == 1);
+
+  // A target that cannot be written leaves nothing behind either.
+  write_file(dir.file("plain"), "x");
+  CHECK_THROWS_AS(scorer::save_results(run, dir.file("plain/latest.json")), std::runtime_error);
+  CHECK(read_file(dir.file("plain")) == "x");
+  // A directory in the way fails the rename: the temporary is removed.
+  fs::create_directory(dir.file("taken"));
+  CHECK_THROWS_AS(scorer::save_results(run, dir.file("taken")), std::runtime_error);
+  int left = 0;
+  for (const auto& e : fs::directory_iterator(dir.path))
+    left += e.path().filename() != "plain" && e.path().filename() != "taken" &&
+            e.path().filename() != "latest.json";
+  CHECK(left == 0);
+  CHECK(scorer::load_results(path).meta.gpu_name == "second");
+}
+
+TEST_CASE("print_table: rows, regimes and the aggregate line") {
+  RunResult run;
+  auto add = [&](const std::string& name, const std::string& regime, double ratio, int n) {
+    ShapeResult r;
+    r.shape.name = name;
+    r.shape.regime = regime;
+    for (int i = 0; i < n; ++i) {
+      r.candidate_us.push_back(10.0 + 0.01 * i);
+      r.baseline_us.push_back(r.candidate_us.back() * ratio * (1 + 0.002 * ((i * 7) % 5 - 2)));
+    }
+    r.floor_us = 5;
+    r.converged = true;
+    run.shapes.push_back(r);
+  };
+  add("dense_m32_qkv", "dense-32", 1.2, 30);
+  add("dense_m32_o", "dense-32", 1.1, 30);
+  add("pooler_b8", "pooler-8", 0.9, 30);
+  add("moe_m1", "moe", 1.0, 0);
+  run.shapes[1].flags = {"clock drift"};
+  run.shapes[2].converged = false;
+  run.shapes[3].status = "incorrect";
+  run.shapes[3].reason = "output off at element 17: got 3, expected 2";
+  scorer::compute_statistics(run, {});
+
+  std::ostringstream os;
+  scorer::print_table(os, run);
+  std::vector<std::string> lines;
+  std::istringstream in(os.str());
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  REQUIRE(lines.size() >= 9);
+
+  const std::string& head = lines[0];
+  CHECK(head.rfind("shape", 0) == 0);
+  for (const char* col : {"regime", "correct", "baseline µs", "submission µs", "% of floor",
+                          "speedup [95% interval]", "note"})
+    CHECK_MESSAGE(head.find(col) != std::string::npos, col);
+  // Each row's regime starts in the regime column.
+  const size_t regime_col = head.find("regime");
+  CHECK(lines[1].compare(regime_col, 9, "dense-32 ") == 0);
+  CHECK(lines[4].compare(regime_col, 4, "moe ") == 0);
+  char speedup[64];
+  std::snprintf(speedup, sizeof speedup, "%.4fx [%.4f, %.4f]", run.shapes[0].speedup,
+                run.shapes[0].ci_lo, run.shapes[0].ci_hi);
+  CHECK(lines[1].find(speedup) != std::string::npos);
+  CHECK(lines[1].find("yes") != std::string::npos);
+  char median[32];
+  std::snprintf(median, sizeof median, "  %.2f  ", run.shapes[0].candidate_median_us);
+  CHECK(lines[1].find(median) != std::string::npos);
+  CHECK(lines[2].find("clock drift") != std::string::npos);
+  CHECK(lines[3].find("not converged") != std::string::npos);
+  CHECK(lines[4].find("NO") != std::string::npos);
+  CHECK(lines[4].find("output off at element 17") != std::string::npos);
+
+  const scorer::RegimeResult& dense = run.regimes[0];
+  char regime_line[128];
+  std::snprintf(regime_line, sizeof regime_line,
+                "regime dense-32  %.4fx  95%% [%.4f, %.4f]  2 shapes", dense.speedup.point,
+                dense.speedup.lo, dense.speedup.hi);
+  CHECK(std::find(lines.begin(), lines.end(), regime_line) != lines.end());
+  CHECK(std::find(lines.begin(), lines.end(), "regime moe       -  0 shapes, 1 failed") !=
+        lines.end());
+  char aggregate[128];
+  std::snprintf(aggregate, sizeof aggregate,
+                "aggregate %.4fx  95%% [%.4f, %.4f]  correctness FAILED, 1 shape failed",
+                run.aggregate.point, run.aggregate.lo, run.aggregate.hi);
+  CHECK(lines.back() == aggregate);
+
+  run.shapes.pop_back();
+  scorer::compute_statistics(run, {});
+  std::ostringstream again;
+  scorer::print_table(again, run);
+  std::snprintf(aggregate, sizeof aggregate,
+                "aggregate %.4fx  95%% [%.4f, %.4f]  correctness passed, 1 flag\n",
+                run.aggregate.point, run.aggregate.lo, run.aggregate.hi);
+  const std::string out = again.str();
+  CHECK(out.substr(out.rfind('\n', out.size() - 2) + 1) == aggregate);
+  CHECK(out.find("(graph)") == std::string::npos);
+  CHECK(out.find("vs recorded") == std::string::npos);
+}
+
+TEST_CASE("print_table: graph and recorded lines when the run has them") {
+  RunResult run;
+  ShapeResult r;
+  r.shape.name = "s";
+  r.shape.regime = "g";
+  r.baseline_us = {20, 21, 22};
+  r.candidate_us = {10, 10, 10};
+  r.graph_baseline_us = {6, 6};
+  r.graph_candidate_us = {4, 4};
+  r.recorded_us = 25;
+  r.converged = true;
+  run.shapes.push_back(r);
+  run.recorded_source = "vllm.json";
+  scorer::compute_statistics(run, {});
+  std::ostringstream os;
+  scorer::print_table(os, run);
+  const std::string out = os.str();
+  CHECK(out.find("regime g  (graph)  1.5000x  95% [1.5000, 1.5000]\n") != std::string::npos);
+  CHECK(out.find("aggregate (graph) 1.5000x  95% [1.5000, 1.5000]\n") != std::string::npos);
+  CHECK(out.find("regime g  vs recorded  2.5000x\n") != std::string::npos);
+  CHECK(out.find("aggregate vs recorded 2.5000x  (vllm.json)\n") != std::string::npos);
+}

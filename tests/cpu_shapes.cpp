@@ -1,0 +1,268 @@
+// The shapes file: the public set, and one error message per kind of bad input
+// (each must name the file, the line and the field). Run from the repository
+// root, where shapes.toml is.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "scorer/sha256.h"
+#include "scorer/shapes.h"
+
+using scorer::InputError;
+using scorer::Op;
+using scorer::parse_shapes;
+
+namespace {
+
+// The message of the InputError that parsing `text` throws.
+std::string error_of(const std::string& text) {
+  try {
+    parse_shapes(text, "t.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A dense shape whose header is on line 1 and whose fields are on lines 2..7
+// (name, op, regime, M, N, K), with `extra` appended from line 8.
+std::string dense(const std::string& name = "d", const std::string& M = "32",
+                  const std::string& N = "64", const std::string& K = "128",
+                  const std::string& extra = "") {
+  return "[[shape]]\nname = \"" + name + "\"\nop = \"dense\"\nregime = \"r\"\nM = " + M +
+         "\nN = " + N + "\nK = " + K + "\n" + extra;
+}
+
+// A moe_w4a16 shape, header on line 1, then name, op, regime (2..4) and
+// M, H, I, E_global, E_local, k, ep_rank on lines 5..11.
+std::string moe(int M, int H, int I, int E_global, int E_local, int k, int ep_rank) {
+  return "[[shape]]\nname = \"m\"\nop = \"moe_w4a16\"\nregime = \"moe\"\nM = " + std::to_string(M) +
+         "\nH = " + std::to_string(H) + "\nI = " + std::to_string(I) +
+         "\nE_global = " + std::to_string(E_global) + "\nE_local = " + std::to_string(E_local) +
+         "\nk = " + std::to_string(k) + "\nep_rank = " + std::to_string(ep_rank) + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("the public shapes.toml parses into its 24 shapes") {
+  const scorer::ShapesFile f = scorer::load_shapes("shapes.toml");
+  REQUIRE(f.shapes.size() == 24);
+  CHECK(f.path == "shapes.toml");
+  CHECK(f.sha256 == scorer::sha256_file("shapes.toml"));
+
+  std::set<std::string> names;
+  int per_op[4] = {};
+  for (const scorer::Shape& s : f.shapes) {
+    names.insert(s.name);
+    ++per_op[int(s.op)];
+    CHECK(s.line > 0);
+    CHECK(!s.regime.empty());
+  }
+  CHECK(names.size() == 24);
+  CHECK(per_op[int(Op::pooler)] == 4);
+  CHECK(per_op[int(Op::dense)] == 4);
+  CHECK(per_op[int(Op::router)] == 5);
+  CHECK(per_op[int(Op::moe_w4a16)] == 11);
+
+  const scorer::Shape& p = f.shapes[0];
+  CHECK(p.name == "pooler_b8_h1024");
+  CHECK(p.line == 8);
+  CHECK(p.op == Op::pooler);
+  CHECK(p.regime == "pooler-8");
+  CHECK(p.B == 8);
+  CHECK(p.H == 1024);
+  CHECK(p.min_len == 1);
+  CHECK(p.max_len == 512);
+  CHECK(p.dims_string() == "B=8 H=1024 min_len=1 max_len=512");
+
+  const scorer::Shape& d = f.shapes[4];
+  CHECK(d.name == "dense_m32_qkv");
+  CHECK(d.dims_string() == "M=32 N=6144 K=4096");
+  CHECK(f.shapes[8].dims_string() == "T=1 H=7168 E=256 k=8");
+
+  const scorer::Shape& m = f.shapes[20];
+  CHECK(m.name == "moe_dsv3ep8r5_m32");
+  CHECK(m.dims_string() == "M=32 H=7168 I=2048 E_global=256 E_local=32 k=8 ep_rank=5");
+  CHECK(m.E_global == 256);
+  CHECK(m.E_local == 32);
+  CHECK(m.ep_rank == 5);
+  CHECK(m.N == 0);  // dims of other ops stay 0
+}
+
+TEST_CASE("op names round-trip") {
+  for (Op op : {Op::pooler, Op::dense, Op::router, Op::moe_w4a16}) {
+    Op back = Op::pooler;
+    CHECK(scorer::parse_op(scorer::op_name(op), &back));
+    CHECK(back == op);
+  }
+  Op unchanged = Op::router;
+  CHECK(!scorer::parse_op("moe", &unchanged));
+  CHECK(!scorer::parse_op("Dense", &unchanged));
+  CHECK(unchanged == Op::router);
+}
+
+TEST_CASE("a valid file fills every field, optional pooler lengths included") {
+  const std::string text = "# two shapes\n\n" + dense("d.1-x") +
+                           "\n[[shape]]\nname = \"p\"\nop = \"pooler\"\nregime = \"pool\"\n"
+                           "B = 3\nH = 24\nmin_len = 5\nmax_len = 9\n";
+  const scorer::ShapesFile f = parse_shapes(text, "t.toml");
+  REQUIRE(f.shapes.size() == 2);
+  CHECK(f.shapes[0].line == 3);
+  CHECK(f.shapes[0].name == "d.1-x");
+  CHECK(f.shapes[0].M == 32);
+  CHECK(f.shapes[0].N == 64);
+  CHECK(f.shapes[0].K == 128);
+  CHECK(f.shapes[1].line == 11);
+  CHECK(f.shapes[1].min_len == 5);
+  CHECK(f.shapes[1].max_len == 9);
+  CHECK(f.sha256 == scorer::sha256_string(text));
+}
+
+TEST_CASE("syntax errors give the parser's line") {
+  const std::string msg = error_of("[[shape]]\nname = \"d\"\nop = = \"dense\"\n");
+  CHECK(msg.rfind("t.toml:3: syntax error at column ", 0) == 0);
+  CHECK(error_of("[[shape]]\nname = \"unterminated\n").rfind("t.toml:2: syntax error", 0) == 0);
+  // A key given twice is a TOML error, found by the parser.
+  CHECK(error_of(dense("d", "1", "2", "8", "K = 16\n")).rfind("t.toml:8: syntax error", 0) == 0);
+}
+
+TEST_CASE("missing, mistyped and unknown fields") {
+  CHECK(
+      error_of("# c\n\n[[shape]]\nname = \"d\"\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\n") ==
+      "t.toml:3: field 'K': missing (op dense needs M, N, K)");
+  CHECK(error_of("[[shape]]\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
+        "t.toml:1: field 'name': missing");
+  CHECK(error_of("[[shape]]\nname = \"d\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
+        "t.toml:1: field 'op': missing");
+  CHECK(error_of(dense("d", "32", "\"64\"")) ==
+        "t.toml:6: field 'N': expected an integer, got a string");
+  CHECK(error_of(dense("d", "32", "64", "128.0")) ==
+        "t.toml:7: field 'K': expected an integer, got a floating-point number");
+  CHECK(error_of("[[shape]]\nname = 7\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
+        "t.toml:2: field 'name': expected a string, got an integer");
+  CHECK(error_of(dense("d", "32", "64", "128", "Kk = 1\n")) ==
+        "t.toml:8: field 'Kk': unknown field (a shape has name, op, regime and its op's dims)");
+  CHECK(error_of(dense("d", "32", "64", "128", "E = 8\n")) ==
+        "t.toml:8: field 'E': not a dim of op dense (its dims: M, N, K)");
+  CHECK(error_of("[[shape]]\nname = \"c\"\nop = \"conv\"\nregime = \"r\"\n") ==
+        "t.toml:3: field 'op': unknown op 'conv' (expected pooler, dense, router or moe_w4a16)");
+}
+
+TEST_CASE("names: pattern and uniqueness; regime not empty") {
+  CHECK(error_of(dense("a b")) ==
+        "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"a b\")");
+  CHECK(error_of(dense("")) == "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"\")");
+  // The second table starts on line 9: its name is on line 10.
+  CHECK(error_of(dense("twice") + "\n" + dense("twice")) ==
+        "t.toml:10: field 'name': duplicate name 'twice' (first used at line 2)");
+  CHECK(error_of("[[shape]]\nname = \"d\"\nop = \"dense\"\nregime = \"\"\nM = 1\nN = 2\nK = 8\n") ==
+        "t.toml:4: field 'regime': must not be empty");
+}
+
+TEST_CASE("the file holds [[shape]] tables and nothing else") {
+  CHECK(error_of("") == "t.toml:1: field 'shape': no [[shape]] tables in the file");
+  CHECK(error_of("# only a comment\n\n") ==
+        "t.toml:1: field 'shape': no [[shape]] tables in the file");
+  CHECK(error_of("seed = 1\n" + dense()) ==
+        "t.toml:1: field 'seed': not allowed outside a [[shape]] table (the file holds only "
+        "[[shape]] tables)");
+  CHECK(error_of(dense() + "\n[defaults]\nM = 4\n") ==
+        "t.toml:9: field 'defaults': not allowed outside a [[shape]] table (the file holds only "
+        "[[shape]] tables)");
+  CHECK(error_of("[shape]\nname = \"d\"\n") ==
+        "t.toml:1: field 'shape': must be an array of tables, written [[shape]]");
+}
+
+TEST_CASE("impossible shapes: the Valid: lines of submission.h") {
+  CHECK(error_of(moe(1, 1000, 768, 128, 128, 8, 0)) ==
+        "t.toml:6: field 'H': must be a multiple of 128 for op moe_w4a16 (got 1000)");
+  CHECK(error_of(moe(1, 2048, 700, 128, 128, 8, 0)) ==
+        "t.toml:7: field 'I': must be a multiple of 128 for op moe_w4a16 (got 700)");
+  CHECK(error_of(moe(1, 2048, 768, 8, 8, 9, 0)) ==
+        "t.toml:10: field 'k': must be at most E_global (got k=9, E_global=8)");
+  CHECK(error_of(moe(1, 2048, 768, 256, 48, 8, 0)) ==
+        "t.toml:9: field 'E_local': must divide E_global (got E_local=48, E_global=256)");
+  CHECK(error_of(moe(1, 2048, 768, 256, 32, 8, 8)) ==
+        "t.toml:11: field 'ep_rank': must be below E_global/E_local = 8 (got 8)");
+  CHECK(error_of(moe(1, 2048, 768, 256, 32, 8, -1)) ==
+        "t.toml:11: field 'ep_rank': must be between 0 and 1000000 (got -1)");
+  CHECK(error_of(moe(1, 2048, 768, 256, 32, 0, 7)) ==
+        "t.toml:10: field 'k': must be between 1 and 1000000 (got 0)");
+  CHECK(parse_shapes(moe(3, 256, 128, 256, 32, 8, 7), "t.toml").shapes[0].ep_rank == 7);
+
+  CHECK(error_of(dense("d", "32", "64", "100")) ==
+        "t.toml:7: field 'K': must be a multiple of 8 for op dense (got 100)");
+  CHECK(error_of(dense("d", "0")) == "t.toml:5: field 'M': must be between 1 and 1000000 (got 0)");
+  CHECK(error_of(dense("d", "1000001")) ==
+        "t.toml:5: field 'M': must be between 1 and 1000000 (got 1000001)");
+  CHECK(error_of(dense("d", "32", "-64")) ==
+        "t.toml:6: field 'N': must be between 1 and 1000000 (got -64)");
+
+  const std::string router = "[[shape]]\nname = \"r\"\nop = \"router\"\nregime = \"r\"\nT = 4\n";
+  CHECK(error_of(router + "H = 100\nE = 8\nk = 2\n") ==
+        "t.toml:6: field 'H': must be a multiple of 8 for op router (got 100)");
+  CHECK(error_of(router + "H = 128\nE = 8\nk = 9\n") ==
+        "t.toml:8: field 'k': must be at most E (got k=9, E=8)");
+  CHECK(parse_shapes(router + "H = 128\nE = 8\nk = 8\n", "t.toml").shapes[0].k == 8);
+
+  const std::string pooler = "[[shape]]\nname = \"p\"\nop = \"pooler\"\nregime = \"p\"\nB = 2\n";
+  CHECK(error_of(pooler + "H = 12\n") ==
+        "t.toml:6: field 'H': must be a multiple of 8 for op pooler (got 12)");
+  CHECK(error_of(pooler + "H = 16\nmin_len = 10\nmax_len = 9\n") ==
+        "t.toml:7: field 'min_len': must be at most max_len (got min_len=10, max_len=9)");
+  CHECK(error_of(pooler + "H = 16\nmin_len = 0\n") ==
+        "t.toml:7: field 'min_len': must be between 1 and 1000000 (got 0)");
+}
+
+TEST_CASE("shapes too large for device memory are refused") {
+  // 3 matrices of 200000 x 200000 bf16: about 224 GiB.
+  const std::string big = error_of(dense("big", "200000", "200000", "200000"));
+  CHECK(big.rfind("t.toml:1: fields M, N, K: inputs and outputs of shape 'big' take 223.5 GiB, "
+                  "more than the limit of 32.0 GiB",
+                  0) == 0);
+  // A pooler's hidden states are sized by its longest possible draw, B*max_len
+  // tokens: 4000 * 1000000 * 4096 * 2 bytes.
+  const std::string pool = error_of(
+      "[[shape]]\nname = \"p\"\nop = \"pooler\"\nregime = \"p\"\nB = 4000\nH = 4096\n"
+      "max_len = 1000000\n");
+  CHECK(pool.rfind("t.toml:1: fields B, H, min_len, max_len: inputs and outputs", 0) == 0);
+  // 64 experts of 2 x 14336 x 16384 int4 weights: about 21 GiB, under the limit.
+  CHECK(parse_shapes(moe(8, 16384, 14336, 64, 64, 2, 0), "t.toml").shapes.size() == 1);
+  // 128 of them: about 43 GiB.
+  CHECK(error_of(moe(8, 16384, 14336, 128, 128, 2, 0)).rfind("t.toml:1: fields M, H, I,", 0) == 0);
+}
+
+TEST_CASE("a missing shapes file names the file and the reason") {
+  CHECK_THROWS_WITH_AS(scorer::load_shapes("no-such-dir/shapes.toml"),
+                       "no-such-dir/shapes.toml: cannot read: No such file or directory",
+                       InputError);
+  CHECK_THROWS_WITH_AS(scorer::load_shapes("tests"), "tests: cannot read: Is a directory",
+                       InputError);
+}
+
+TEST_CASE("sha256 of strings and files") {
+  CHECK(scorer::sha256_string("") ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(scorer::sha256_string("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::string bytes(3 << 20, '\0');  // larger than a pipe's buffer, with NUL bytes
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 2654435761u >> 13);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("cpu_shapes_sha256." + std::to_string(getpid())))
+          .string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+  }
+  const std::string of_file = scorer::sha256_file(path);
+  std::remove(path.c_str());
+  CHECK(of_file == scorer::sha256_string(bytes));
+  CHECK(of_file.size() == 64);
+  CHECK(of_file != scorer::sha256_string(bytes.substr(1)));
+  CHECK_THROWS_AS(scorer::sha256_file("no-such-file"), std::runtime_error);
+}

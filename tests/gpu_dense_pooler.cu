@@ -1,0 +1,232 @@
+// dense and pooler, every variant, against the fp64 CPU references: odd shapes
+// (every tail of M, N, K; token chunks past 32; k split across warps and across
+// blocks) and the public shapes. Each case poisons the output before every run,
+// runs twice and requires bit-identical results (a split-K counter that failed
+// to reset shows here), then captures one run() into a CUDA graph and replays it
+// on new inputs.
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reference/cpu_reference.h"
+#include "scorer/check.h"
+#include "submission/submission.h"
+#include "submission/variants.h"
+#include "tests/gpu_test_util.h"
+
+namespace {
+
+using gpu_test::DeviceBuffer;
+using gpu_test::random_bf16;
+using gpu_test::sync_and_check;
+using submission::bf16;
+
+bf16* dev_bf16(DeviceBuffer<uint16_t>& b) { return reinterpret_cast<bf16*>(b.ptr); }
+
+// The scorer never runs on the legacy default stream.
+struct TestStream {
+  cudaStream_t s = nullptr;
+  TestStream() { GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~TestStream() { cudaStreamDestroy(s); }
+};
+
+// Output columns compared with the reference: all of them up to about a
+// thousand; beyond, both ends (first and last tiles, where the tails live) and
+// a stride prime to every tile size, which keeps the CPU reference fast.
+std::vector<int> check_columns(int N) {
+  std::vector<int> cols;
+  for (int n = 0; n < N; ++n)
+    if (N <= 1100 || n < 160 || n >= N - 160 || n % 37 == 0) cols.push_back(n);
+  return cols;
+}
+
+std::vector<uint16_t> pick_columns(const std::vector<uint16_t>& out, int M, int N,
+                                   const std::vector<int>& cols) {
+  std::vector<uint16_t> v;
+  v.reserve(size_t(M) * cols.size());
+  for (int m = 0; m < M; ++m)
+    for (int n : cols) v.push_back(out[size_t(m) * N + n]);
+  return v;
+}
+
+size_t count_nonfinite(const std::vector<uint16_t>& out) {
+  return size_t(std::count_if(out.begin(), out.end(),
+                              [](uint16_t b) { return !std::isfinite(ref::bf16_to_float(b)); }));
+}
+
+void expect_matches(const std::vector<uint16_t>& out, int M, int N, const std::vector<int>& cols,
+                    const std::vector<double>& ref, const std::string& what) {
+  CHECK_MESSAGE(count_nonfinite(out) == 0, what << ": output left unwritten or not finite");
+  const std::vector<uint16_t> got = pick_columns(out, M, N, cols);
+  const scorer::CheckResult r = scorer::check_bf16(got.data(), ref.data(), ref.size());
+  CHECK_MESSAGE(r.ok, what << ": " << r.reason << " (rel L2 " << r.rel_l2 << ", worst element "
+                           << r.worst_elem << " of allowed)");
+}
+
+// Runs `run` on the stream (eagerly twice, then once captured and replayed
+// twice on the second input set) and checks every result. set_inputs(i)
+// uploads input set i (0 or 1); ref[i] is its reference on `cols`.
+template <class Run, class SetInputs>
+void exercise(const std::string& what, int M, int N, DeviceBuffer<uint16_t>& out, Run run,
+              SetInputs set_inputs, const std::vector<int>& cols, const std::vector<double> (&ref)[2]) {
+  TestStream stream;
+  set_inputs(0);
+  out.poison();
+  sync_and_check("poison");
+  run(stream.s);
+  sync_and_check((what + ": first run").c_str());
+  const std::vector<uint16_t> first = out.download();
+  expect_matches(first, M, N, cols, ref[0], what + ", first run");
+
+  out.poison();
+  sync_and_check("poison");
+  run(stream.s);
+  sync_and_check((what + ": second run").c_str());
+  CHECK_MESSAGE(out.download() == first, what << ": second run not bit-identical to the first");
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  GT_CUDA(cudaStreamBeginCapture(stream.s, cudaStreamCaptureModeThreadLocal));
+  run(stream.s);
+  GT_CUDA(cudaStreamEndCapture(stream.s, &graph));
+  GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  set_inputs(1);
+  std::vector<uint16_t> replayed;
+  for (int replay = 0; replay < 2; ++replay) {
+    out.poison();
+    sync_and_check("poison");
+    GT_CUDA(cudaGraphLaunch(exec, stream.s));
+    sync_and_check((what + ": graph replay").c_str());
+    const std::vector<uint16_t> got = out.download();
+    if (replay == 0) {
+      expect_matches(got, M, N, cols, ref[1], what + ", graph replay on new inputs");
+      replayed = got;
+    } else {
+      CHECK_MESSAGE(got == replayed, what << ": graph replays not bit-identical");
+    }
+  }
+  GT_CUDA(cudaGraphExecDestroy(exec));
+  GT_CUDA(cudaGraphDestroy(graph));
+}
+
+void dense_case(int M, int N, int K) {
+  std::mt19937_64 rng(uint64_t(M) * 1000003u + uint64_t(N) * 1009u + uint64_t(K));
+  const std::vector<uint16_t> W = random_bf16(size_t(N) * K, rng);
+  const std::vector<uint16_t> X[2] = {random_bf16(size_t(M) * K, rng), random_bf16(size_t(M) * K, rng)};
+  const std::vector<int> cols = check_columns(N);
+  std::vector<uint16_t> w_cols(cols.size() * size_t(K));
+  for (size_t i = 0; i < cols.size(); ++i)
+    std::copy_n(W.begin() + size_t(cols[i]) * K, K, w_cols.begin() + i * K);
+  const std::vector<double> ref[2] = {ref::dense_cpu(M, int(cols.size()), K, X[0].data(), w_cols.data()),
+                                      ref::dense_cpu(M, int(cols.size()), K, X[1].data(), w_cols.data())};
+
+  DeviceBuffer<uint16_t> dW(W), dX(X[0]), dOut(size_t(M) * N);
+  for (const std::string& variant : submission::detail::dense_variants()) {
+    const std::string what = "dense M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                             " K=" + std::to_string(K) + " variant " + variant;
+    INFO(what);
+    std::unique_ptr<submission::Dense> op = submission::make_dense({M, N, K}, {dev_bf16(dW)}, variant);
+    const submission::DenseIO io{dev_bf16(dX), dev_bf16(dOut)};
+    exercise(
+        what, M, N, dOut, [&](cudaStream_t s) { op->run(io, s); }, [&](int i) { dX.upload(X[i]); }, cols,
+        ref);
+  }
+}
+
+// Sequence lengths uniform in [lo, hi]; the graph replay gets the same lengths
+// in another order (same S_total, other last-token rows).
+void pooler_case(int B, int H, int lo, int hi) {
+  std::mt19937_64 rng(uint64_t(B) * 7919u + uint64_t(H) * 31u + uint64_t(hi));
+  std::uniform_int_distribution<int> len(lo, hi);
+  std::vector<int> lengths(B);
+  for (int& l : lengths) l = len(rng);
+  std::vector<int32_t> cu[2];
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) std::shuffle(lengths.begin(), lengths.end(), rng);
+    cu[i].assign(B + 1, 0);
+    for (int b = 0; b < B; ++b) cu[i][b + 1] = cu[i][b] + lengths[b];
+  }
+  const int S_total = cu[0][B];
+  const std::vector<uint16_t> W = random_bf16(size_t(H) * H, rng, 1.0 / std::sqrt(double(H)));
+  const std::vector<uint16_t> bias = random_bf16(H, rng, 0.5);
+  const std::vector<uint16_t> hidden[2] = {random_bf16(size_t(S_total) * H, rng),
+                                           random_bf16(size_t(S_total) * H, rng)};
+  std::vector<int> cols(H);
+  std::iota(cols.begin(), cols.end(), 0);
+  const std::vector<double> ref[2] = {
+      ref::pooler_cpu(B, H, hidden[0].data(), cu[0].data(), W.data(), bias.data()),
+      ref::pooler_cpu(B, H, hidden[1].data(), cu[1].data(), W.data(), bias.data())};
+
+  DeviceBuffer<uint16_t> dW(W), dBias(bias), dHidden(hidden[0]), dOut(size_t(B) * H);
+  DeviceBuffer<int32_t> dCu(cu[0]);
+  for (const std::string& variant : submission::detail::pooler_variants()) {
+    const std::string what = "pooler B=" + std::to_string(B) + " H=" + std::to_string(H) + " lengths " +
+                             std::to_string(lo) + ".." + std::to_string(hi) + " variant " + variant;
+    INFO(what);
+    std::unique_ptr<submission::Pooler> op =
+        submission::make_pooler({B, H}, {dev_bf16(dW), dev_bf16(dBias)}, variant);
+    const submission::PoolerIO io{dev_bf16(dHidden), dCu.ptr, S_total, dev_bf16(dOut)};
+    exercise(
+        what, B, H, dOut, [&](cudaStream_t s) { op->run(io, s); },
+        [&](int i) {
+          dHidden.upload(hidden[i]);
+          dCu.upload(cu[i]);
+        },
+        cols, ref);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dense: odd shapes, every variant") {
+  // M = 1..40 (one to five token groups, two token chunks at 40); N and K off
+  // every tile; K = 8; split-K with tails (17x1000x1032 and 40x300x520 under
+  // splitk_mma); k split inside and across blocks at once (9x50x16384).
+  const int shapes[][3] = {{1, 77, 200},  {3, 77, 200},   {17, 1000, 1032}, {32, 1000, 1032},
+                           {5, 3, 8},     {32, 129, 8},   {40, 300, 520},   {24, 2048, 4096},
+                           {7, 4096, 1024}, {9, 50, 16384}};
+  for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
+}
+
+TEST_CASE("dense: public shapes, every variant") {
+  const int shapes[][3] = {{32, 6144, 4096}, {32, 4096, 4096}, {32, 28672, 4096}, {32, 4096, 14336}};
+  for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
+}
+
+TEST_CASE("pooler: odd shapes, every variant") {
+  pooler_case(1, 8, 1, 3);
+  pooler_case(5, 24, 1, 40);
+  pooler_case(20, 1032, 1, 512);
+  pooler_case(33, 1000, 1, 9);
+  pooler_case(3, 4096, 1, 1);
+}
+
+TEST_CASE("pooler: public shapes, every variant") {
+  for (int B : {8, 16})
+    for (int H : {1024, 4096}) pooler_case(B, H, 1, 512);
+}
+
+TEST_CASE("dense and pooler: variant lists and rejected arguments") {
+  for (const auto& names : {submission::detail::dense_variants(), submission::detail::pooler_variants()}) {
+    REQUIRE_FALSE(names.empty());
+    CHECK(names.front() == "default");
+    CHECK(std::find(names.begin(), names.end(), "simt") != names.end());
+  }
+  DeviceBuffer<uint16_t> w(size_t(64) * 64);
+  const bf16* W = dev_bf16(w);
+  CHECK_THROWS_AS(submission::make_dense({4, 64, 64}, {W}, "no_such_kernel"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::make_dense({4, 64, 12}, {W}, "default"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::make_dense({0, 64, 64}, {W}, "default"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::make_dense({4, 0, 64}, {W}, "simt"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::make_pooler({4, 64}, {W, W}, "no_such_kernel"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::make_pooler({4, 12}, {W, W}, "default"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::make_pooler({0, 64}, {W, W}, "default"), std::invalid_argument);
+}

@@ -1,0 +1,23 @@
+// The GPU suites. Without a usable CUDA device every case is skipped with one
+// line saying why, so that CI machines without a GPU still pass.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tests/gpu_test_util.h"
+
+int bad_kernel_child_main(const std::string& scenario);  // gpu_bad_kernels.cu
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--bad-kernel-child") == 0) return bad_kernel_child_main(argv[2]);
+  doctest::Context ctx(argc, argv);
+  std::string why;
+  if (!gpu_test::gpu_available(&why)) {
+    std::printf("GPU suites skipped: %s\n", why.c_str());
+    ctx.setOption("test-case-exclude", "*");
+  }
+  return ctx.run();
+}

@@ -1,0 +1,325 @@
+// moe_w4a16 on the GPU: every variant against the fp64 CPU reference on small
+// odd shapes that cover each legal case (expert parallelism with ep_rank > 0,
+// tokens with no local route, no local route at all, all tokens on one expert,
+// k = 1, M = 1, M past 256, every block size), with the output poisoned before
+// each run, two runs bit-identical, and one run captured in a CUDA graph and
+// replayed on new inputs. Then one public-size shape per model family, checked
+// on a few tokens (the fp64 reference is too slow for whole batches there).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reference/cpu_reference.h"
+#include "reference/int4.h"
+#include "scorer/check.h"
+#include "submission/moe_plan.h"
+#include "submission/submission.h"
+#include "tests/gpu_test_util.h"
+
+namespace {
+
+using gpu_test::DeviceBuffer;
+using submission::MoeDims;
+
+// Picks a token's k distinct global experts; `allowed` filters the candidates.
+using ExpertFilter = std::function<bool(int m, int j, int global_id)>;
+
+struct MoeInputs {
+  std::vector<uint16_t> X;
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+struct MoeWeightsHost {
+  std::vector<uint8_t> W13, W2;
+  std::vector<uint16_t> S13, S2;
+};
+
+// Codes uniform in 0..15, two per byte; scales U(0.75, 1.25)/sqrt(21.25 K) as
+// bf16, so each dequantized row has about unit norm and outputs are O(1).
+// Small shapes go through ref::pack_int4; at public sizes random bytes are the
+// same distribution (each nibble uniform) without a code per weight in memory.
+void random_int4(int rows, int K, std::mt19937_64& rng, std::vector<uint8_t>* packed,
+                 std::vector<uint16_t>* scales) {
+  if (size_t(rows) * K <= (size_t(1) << 24)) {
+    std::uniform_int_distribution<int> code(0, 15);
+    std::vector<uint8_t> codes(size_t(rows) * K);
+    for (auto& c : codes) c = uint8_t(code(rng));
+    *packed = ref::pack_int4(codes, rows, K);
+  } else {
+    packed->resize(size_t(rows) * K / 2);
+    for (size_t i = 0; i < packed->size(); i += 8) {
+      const uint64_t r = rng();
+      for (size_t b = 0; b < 8 && i + b < packed->size(); ++b) (*packed)[i + b] = uint8_t(r >> (8 * b));
+    }
+  }
+  std::uniform_real_distribution<float> u(0.75f, 1.25f);
+  const float k = 1.0f / std::sqrt(21.25f * K);
+  scales->resize(size_t(rows) * (K / ref::kGroupSize));
+  for (auto& s : *scales) s = ref::float_to_bf16(u(rng) * k);
+}
+
+MoeWeightsHost random_weights(const MoeDims& d, std::mt19937_64& rng) {
+  MoeWeightsHost w;
+  random_int4(d.E_local * 2 * d.I, d.H, rng, &w.W13, &w.S13);
+  random_int4(d.E_local * d.H, d.I, rng, &w.W2, &w.S2);
+  return w;
+}
+
+// X ~ N(0, 1); k distinct global experts per token, uniform among those the
+// filter allows; weights a softmax of N(0, 1) over the token's picks.
+MoeInputs random_inputs(const MoeDims& d, std::mt19937_64& rng, const ExpertFilter& allowed) {
+  MoeInputs in;
+  in.X = gpu_test::random_bf16(size_t(d.M) * d.H, rng);
+  std::normal_distribution<double> logit(0.0, 1.0);
+  for (int m = 0; m < d.M; ++m) {
+    std::vector<double> l(d.k);
+    double sum = 0;
+    for (int j = 0; j < d.k; ++j) {
+      std::vector<int> cand;
+      for (int e = 0; e < d.E_global; ++e)
+        if (allowed(m, j, e) && std::find(in.ids.end() - j, in.ids.end(), e) == in.ids.end())
+          cand.push_back(e);
+      REQUIRE(!cand.empty());
+      in.ids.push_back(cand[std::uniform_int_distribution<size_t>(0, cand.size() - 1)(rng)]);
+      l[j] = std::exp(logit(rng));
+      sum += l[j];
+    }
+    for (int j = 0; j < d.k; ++j) in.weights.push_back(float(l[j] / sum));
+  }
+  return in;
+}
+
+const ExpertFilter kAnyExpert = [](int, int, int) { return true; };
+
+bool is_local(const MoeDims& d, int global_id) {
+  return submission::moe::moe_local_expert(global_id, d.ep_rank, d.E_local) >= 0;
+}
+
+// The op on the device with its inputs and a poisonable output.
+struct DeviceMoe {
+  const MoeDims d;
+  DeviceBuffer<uint8_t> W13, W2;
+  DeviceBuffer<uint16_t> S13, S2, X, out;
+  DeviceBuffer<int32_t> ids;
+  DeviceBuffer<float> weights;
+
+  DeviceMoe(const MoeDims& dims, const MoeWeightsHost& w, const MoeInputs& in)
+      : d(dims), W13(w.W13), W2(w.W2), S13(w.S13), S2(w.S2), X(in.X), out(size_t(d.M) * d.H),
+        ids(in.ids), weights(in.weights) {}
+  submission::MoeWeights device_weights() const {
+    return {W13.ptr, reinterpret_cast<const submission::bf16*>(S13.ptr), W2.ptr,
+            reinterpret_cast<const submission::bf16*>(S2.ptr)};
+  }
+  submission::MoeIO io() const {
+    return {reinterpret_cast<const submission::bf16*>(X.ptr), ids.ptr, weights.ptr,
+            reinterpret_cast<submission::bf16*>(out.ptr)};
+  }
+  void upload(const MoeInputs& in) {
+    X.upload(in.X);
+    ids.upload(in.ids);
+    weights.upload(in.weights);
+  }
+  // Poisons the output, runs once on the legacy stream, returns the output.
+  std::vector<uint16_t> run(submission::Moe& op) {
+    out.poison();
+    op.run(io(), nullptr);
+    gpu_test::sync_and_check("moe run");
+    return out.download();
+  }
+};
+
+std::vector<double> reference(const MoeDims& d, const MoeWeightsHost& w, const MoeInputs& in) {
+  return ref::moe_cpu(d.M, d.H, d.I, d.E_global, d.E_local, d.k, d.ep_rank, in.X.data(), in.ids.data(),
+                      in.weights.data(), w.W13.data(), w.S13.data(), w.W2.data(), w.S2.data());
+}
+
+void require_correct(const std::vector<uint16_t>& got, const std::vector<double>& want, const std::string& what) {
+  const scorer::CheckResult r = scorer::check_bf16(got.data(), want.data(), want.size());
+  INFO(what << ": rel_l2 " << r.rel_l2 << ", worst element " << r.worst_elem);
+  CHECK_MESSAGE(r.ok, r.reason);
+}
+
+// Runs `body` for every variant, simplest first, each on its own: a failed
+// REQUIRE or an exception ends that variant only (a sticky CUDA error will
+// still fail the ones after it, but the first failure names the culprit).
+void for_each_variant(const std::function<void(const std::string&)>& body) {
+  std::vector<std::string> names = submission::variants("moe_w4a16");
+  std::reverse(names.begin(), names.end());  // gemv, mma_nopdl, ..., default
+  for (const std::string& variant : names) {
+    CAPTURE(variant);
+    try {
+      body(variant);
+    } catch (const std::exception& e) {
+      FAIL_CHECK(variant << ": " << e.what());
+    } catch (...) {
+      // a REQUIRE failed inside body and doctest has reported it
+    }
+  }
+}
+
+// Every variant: two runs (correct, bit-identical), then a graph captured on
+// a non-default stream and replayed twice on new inputs.
+void check_all_variants(const MoeDims& d, const ExpertFilter& allowed, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const MoeWeightsHost w = random_weights(d, rng);
+  const MoeInputs in = random_inputs(d, rng, allowed);
+  const std::vector<double> want = reference(d, w, in);
+  const MoeInputs in2 = random_inputs(d, rng, allowed);
+  const std::vector<double> want2 = reference(d, w, in2);
+  DeviceMoe dev(d, w, in);
+  const int block_tokens = submission::moe::moe_block_tokens(d.M, d.k, d.E_global);
+  for_each_variant([&](const std::string& variant) {
+    if (variant == "mma_rows128" && block_tokens > 32) {
+      CHECK_THROWS_AS(submission::make_moe(d, dev.device_weights(), variant), std::invalid_argument);
+      return;
+    }
+    auto op = submission::make_moe(d, dev.device_weights(), variant);
+    dev.upload(in);
+    const std::vector<uint16_t> first = dev.run(*op);
+    require_correct(first, want, "first run");
+    const std::vector<uint16_t> second = dev.run(*op);
+    CHECK_MESSAGE(first == second, "second run differs from the first");
+
+    cudaStream_t stream;
+    GT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      op->run(dev.io(), stream);
+    } catch (...) {
+      // End the capture, or this thread's next allocations fail too.
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
+      cudaStreamDestroy(stream);
+      throw;
+    }
+    GT_CUDA(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    dev.upload(in2);
+    std::vector<uint16_t> replays[2];
+    for (auto& got : replays) {
+      dev.out.poison();
+      GT_CUDA(cudaDeviceSynchronize());  // the poison is on the legacy stream
+      GT_CUDA(cudaGraphLaunch(exec, stream));
+      GT_CUDA(cudaStreamSynchronize(stream));
+      gpu_test::sync_and_check("graph replay");
+      got = dev.out.download();
+    }
+    require_correct(replays[0], want2, "graph replay on new inputs");
+    CHECK_MESSAGE(replays[0] == replays[1], "second replay differs from the first");
+    GT_CUDA(cudaGraphExecDestroy(exec));
+    GT_CUDA(cudaGraphDestroy(graph));
+    GT_CUDA(cudaStreamDestroy(stream));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("moe small shapes cover every block size") {
+  // The cases below, by the plan's block size: each tensor-core instantiation
+  // (8, 16, 32, 64 routes per block) runs somewhere in this suite.
+  std::set<int> sizes;
+  for (const MoeDims& d : {MoeDims{7, 256, 384, 16, 4, 3, 2}, MoeDims{20, 256, 384, 8, 8, 2, 0},
+                           MoeDims{33, 256, 256, 8, 8, 2, 0}, MoeDims{300, 256, 128, 8, 8, 2, 0}})
+    sizes.insert(submission::moe::moe_block_tokens(d.M, d.k, d.E_global));
+  CHECK(sizes == std::set<int>{8, 16, 32, 64});
+}
+
+TEST_CASE("moe EP rank 2 of 4, odd sizes, some tokens with no local route") {
+  const MoeDims d{7, 256, 384, 16, 4, 3, 2};
+  // Token 0 routes only to other ranks; the rest anywhere.
+  check_all_variants(d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
+}
+
+TEST_CASE("moe all tokens on one expert") {
+  const MoeDims d{40, 256, 384, 8, 8, 2, 0};
+  // Each token's first pick is expert 5: 40 routes in blocks of 32.
+  check_all_variants(d, [](int, int j, int e) { return j != 0 || e == 5; }, 12);
+}
+
+TEST_CASE("moe no local route anywhere: zeros") {
+  const MoeDims d{9, 256, 256, 16, 4, 3, 1};
+  check_all_variants(d, [&](int, int, int e) { return !is_local(d, e); }, 13);
+}
+
+TEST_CASE("moe k = 1 under EP") {
+  check_all_variants(MoeDims{13, 384, 256, 8, 4, 1, 1}, kAnyExpert, 14);
+}
+
+TEST_CASE("moe M = 1") {
+  check_all_variants(MoeDims{1, 256, 256, 16, 16, 4, 0}, kAnyExpert, 15);
+}
+
+TEST_CASE("moe blocks of 16 routes") {
+  check_all_variants(MoeDims{20, 256, 384, 8, 8, 2, 0}, kAnyExpert, 16);
+}
+
+TEST_CASE("moe M = 33, E_global = E_local = 8, k = 2") {
+  check_all_variants(MoeDims{33, 256, 256, 8, 8, 2, 0}, kAnyExpert, 17);
+}
+
+TEST_CASE("moe M = 300: blocks of 64, several blocks per expert, one scale group in GEMM 2") {
+  check_all_variants(MoeDims{300, 256, 128, 8, 8, 2, 0}, kAnyExpert, 18);
+}
+
+namespace {
+
+// A public-size shape: the whole batch runs on the device, a few tokens are
+// checked against the fp64 reference one route at a time (E_local = 1 with
+// ep_rank = the route's expert, so only that expert is dequantized).
+void check_public_shape(const MoeDims& d, std::vector<int> tokens, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const MoeWeightsHost w = random_weights(d, rng);
+  const MoeInputs in = random_inputs(d, rng, kAnyExpert);
+  std::vector<double> want;
+  for (int m : tokens) {
+    std::vector<double> row(d.H, 0.0);
+    for (int j = 0; j < d.k; ++j) {
+      const int g = in.ids[size_t(m) * d.k + j], e = g - d.ep_rank * d.E_local;
+      if (e < 0 || e >= d.E_local) continue;
+      const size_t w13 = size_t(e) * 2 * d.I * d.H, w2 = size_t(e) * d.H * d.I;
+      const std::vector<double> part = ref::moe_cpu(
+          1, d.H, d.I, d.E_global, 1, d.k, g, &in.X[size_t(m) * d.H], &in.ids[size_t(m) * d.k],
+          &in.weights[size_t(m) * d.k], &w.W13[w13 / 2], &w.S13[w13 / ref::kGroupSize], &w.W2[w2 / 2],
+          &w.S2[w2 / ref::kGroupSize]);
+      for (int n = 0; n < d.H; ++n) row[n] += part[n];
+    }
+    want.insert(want.end(), row.begin(), row.end());
+  }
+  DeviceMoe dev(d, w, in);
+  for_each_variant([&](const std::string& variant) {
+    auto op = submission::make_moe(d, dev.device_weights(), variant);
+    const std::vector<uint16_t> out = dev.run(*op);
+    std::vector<uint16_t> got;
+    for (int m : tokens) got.insert(got.end(), out.begin() + size_t(m) * d.H, out.begin() + size_t(m + 1) * d.H);
+    require_correct(got, want, "checked tokens");
+    CHECK_MESSAGE(dev.run(*op) == out, "second run differs from the first");
+    const size_t unwritten = std::count_if(out.begin(), out.end(), [](uint16_t v) {
+      return !std::isfinite(ref::bf16_to_float(v));
+    });
+    CHECK_MESSAGE(unwritten == 0, unwritten << " outputs not finite (unwritten?)");
+  });
+}
+
+}  // namespace
+
+TEST_CASE("moe public size: qwen3 M=64") {
+  check_public_shape(MoeDims{64, 2048, 768, 128, 128, 8, 0}, {0, 37, 63}, 21);
+}
+
+TEST_CASE("moe public size: dsv3 EP8 rank 5 M=32") {
+  check_public_shape(MoeDims{32, 7168, 2048, 256, 32, 8, 5}, {0, 1, 2, 31}, 22);
+}
+
+TEST_CASE("moe public size: mixtral M=16") {
+  check_public_shape(MoeDims{16, 4096, 14336, 8, 8, 2, 0}, {0, 15}, 23);
+}
