@@ -23,6 +23,16 @@ struct Bf16Tolerance {
   double elem_rms = 5e-2;
 };
 
+// The baseline is checked once before timing, as a guard against a scorer bug,
+// for finite values and relative L2 only: a serving stack's numerics
+// (bf16-dequantized weights, bf16 intermediates) are not held to the
+// submission's per-element bound.
+inline Bf16Tolerance baseline_tolerance() {
+  Bf16Tolerance t;
+  t.elem_rel = t.elem_rms = 1e300;
+  return t;
+}
+
 // router:
 //   logits: relative L2 error <= logits_rel_l2 and every element
 //     |out - ref| <= logits_elem_rms * rms(ref row);

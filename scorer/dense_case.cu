@@ -39,6 +39,7 @@ class DenseCase final : public OpCase {
   void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
   void poison_outputs() override { out_.poison(stream_); }
   CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_); }
+  CheckResult check_baseline(int) override { return check_bf16_output(out_, ref_, stream_, baseline_tolerance()); }
   double bytes() const override { return min_bytes(s_); }
   double flops() const override { return op_flops(s_); }
 

@@ -29,10 +29,11 @@ std::vector<double> take_reference(const DeviceBuffer& ref_dev, cudaStream_t str
   return std::vector<double>(r.begin(), r.end());
 }
 
-CheckResult check_bf16_output(const GuardedOutput& out, const std::vector<double>& ref, cudaStream_t stream) {
+CheckResult check_bf16_output(const GuardedOutput& out, const std::vector<double>& ref, cudaStream_t stream,
+                              const Bf16Tolerance& tol) {
   std::vector<uint16_t> got(out.bytes() / sizeof(uint16_t));
   out.download(got.data(), stream);
-  CheckResult r = check_bf16(got.data(), ref.data(), got.size());
+  CheckResult r = check_bf16(got.data(), ref.data(), got.size(), tol);
   require_guards(r, out.guards_intact(stream), "out");
   return r;
 }

@@ -38,6 +38,8 @@ class OpCase {
   // Downloads the outputs and checks them against the reference of the set's
   // current inputs; also fails when a guard region around an output changed.
   virtual CheckResult check(int set) = 0;
+  // The same for the baseline's outputs, with the baseline's tolerance.
+  virtual CheckResult check_baseline(int set) { return check(set); }
 
   virtual double bytes() const = 0;
   virtual double flops() const = 0;
@@ -80,6 +82,7 @@ void require_guards(CheckResult& r, bool intact, const char* output_name);
 // can find it in device memory while the candidate runs.
 std::vector<double> take_reference(const DeviceBuffer& ref_dev, cudaStream_t stream);
 // Checks a bf16 output against its reference, guards included.
-CheckResult check_bf16_output(const GuardedOutput& out, const std::vector<double>& ref, cudaStream_t stream);
+CheckResult check_bf16_output(const GuardedOutput& out, const std::vector<double>& ref, cudaStream_t stream,
+                              const Bf16Tolerance& tol = {});
 
 }  // namespace scorer

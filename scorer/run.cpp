@@ -56,6 +56,7 @@ options:
   --max-trials N        paired trials at most (default 2000)
   --sets N              weight sets rotated through the trials (default 3)
   --checks N            fresh-input checks before and after timing (default 3)
+  --warmup N            untimed paired calls before the trials (default 5)
   --shape-timeout S     a shape that has not finished after S seconds is killed and
                         fails as a hang (default 300)
   -h, --help            this text
@@ -138,6 +139,7 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
     else if (a == "--max-trials") o.run.max_trials = int(parse_number(a, value(), 1, 1e6));
     else if (a == "--sets") o.run.sets = int(parse_number(a, value(), 1, 16));
     else if (a == "--checks") o.run.checks = int(parse_number(a, value(), 1, 1000));
+    else if (a == "--warmup") o.run.warmup = int(parse_number(a, value(), 0, 1000));
     else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
     else throw CliError{"command line: unknown option '" + a + "' (see scorer run --help)"};
   }

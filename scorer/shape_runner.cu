@@ -218,7 +218,7 @@ class Runner {
     op_->poison_outputs();
     op_->run_baseline(0);
     sync_or_fail(stream_, "baseline");
-    if (const CheckResult c = op_->check(0); !c.ok)
+    if (const CheckResult c = op_->check_baseline(0); !c.ok)
       throw ShapeFailure{"error", "the baseline itself is wrong (a scorer bug): " + c.reason};
 
     progress("checking");
