@@ -26,9 +26,9 @@ std::vector<double> ratios(const ShapeResult& s) {
   return r;
 }
 
-Verdict verdict_of(const Interval& change) {
-  if (change.lo > 1) return Verdict::better;
-  if (change.hi < 1) return Verdict::worse;
+Verdict verdict_of(const Interval& change, double min_change) {
+  if (change.lo > 1 + min_change) return Verdict::better;
+  if (change.hi < 1 - min_change) return Verdict::worse;
   return Verdict::same;
 }
 
@@ -110,7 +110,8 @@ bool Diff::any_change() const {
   return false;
 }
 
-Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt) {
+Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt,
+                  double min_change) {
   Diff d;
   auto differs = [&](const char* what, const std::string& a, const std::string& b) {
     if (a != b) d.incomparable.push_back(std::string(what) + " (latest: '" + a + "', selected: '" + b + "')");
@@ -201,7 +202,7 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
   double agg_point = 0;
   for (size_t i = 0; i < both.size(); ++i) {
     both[i]->change = interval_of(point[i], shape_logs[i], opt.level);
-    both[i]->verdict = verdict_of(both[i]->change);
+    both[i]->verdict = verdict_of(both[i]->change, min_change);
     regime_point[regime_of[i]] += point[i];
     agg_point += point[i];
   }
@@ -209,16 +210,16 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     RegimeDiff& rd = d.regimes[g];
     if (!rd.shapes) continue;
     rd.change = interval_of(regime_point[g] / rd.shapes, regime_logs[g], opt.level);
-    rd.verdict = verdict_of(rd.change);
+    rd.verdict = verdict_of(rd.change, min_change);
   }
   d.aggregate_change = interval_of(agg_point / both.size(), agg_logs, opt.level);
-  d.aggregate = verdict_of(d.aggregate_change);
+  d.aggregate = verdict_of(d.aggregate_change, min_change);
   return d;
 }
 
 int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best,
                const DiffOptions& opt) {
-  Diff d = compute_diff(latest, best, opt.bootstrap);
+  Diff d = compute_diff(latest, best, opt.bootstrap, opt.min_change);
   if (!d.incomparable.empty()) {
     std::string why;
     for (const std::string& w : d.incomparable) why += (why.empty() ? "" : "; ") + w;
@@ -302,6 +303,8 @@ int diff_main(const std::vector<std::string>& args) {
       "two runs (95% interval entirely above or below 1).\n"
       "  --force       compare runs from different GPUs, shapes files, scorer\n"
       "                versions or timing modes\n"
+      "  --min-change PCT      a change counts only when its whole interval lies\n"
+      "                        beyond PCT% (default 1: two runs drift by about that)\n"
       "  --fail-on worse       exit 1 when a shape, a regime or the aggregate got worse\n"
       "  --fail-on any-change  exit 1 when anything changed\n"
       "Exit codes: 0 compared, 1 --fail-on met, 2 bad input or runs not comparable.\n";
@@ -315,9 +318,17 @@ int diff_main(const std::vector<std::string>& args) {
       return kExitOk;
     } else if (a == "--force") {
       opt.force = true;
-    } else if ((a == "--results-dir" || a == "--fail-on") && i + 1 < args.size()) {
+    } else if ((a == "--results-dir" || a == "--fail-on" || a == "--min-change") && i + 1 < args.size()) {
       const std::string& v = args[++i];
-      if (a == "--results-dir") {
+      if (a == "--min-change") {
+        char* end = nullptr;
+        const double pct = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end || !(pct >= 0 && pct < 100)) {
+          std::cerr << "scorer diff: --min-change takes a percentage in [0, 100) (got '" << v << "')\n";
+          return kExitBadInput;
+        }
+        opt.min_change = pct / 100;
+      } else if (a == "--results-dir") {
         dir = v;
       } else if (v == "worse") {
         opt.fail_on = FailOn::worse;

@@ -8,8 +8,8 @@
 // each shape, independently per run and per shape, and recomputes
 // speedup_latest / speedup_best per shape, and the ratio of geometric means per
 // regime and over all shapes scored in both runs. The verdict is `better` when
-// the interval of that ratio lies entirely above 1, `worse` entirely below,
-// `same` otherwise.
+// the interval of that ratio lies entirely above 1 + min_change, `worse`
+// entirely below 1 - min_change, `same` otherwise.
 //
 // Runs are comparable only when meta.gpu_name, meta.shapes_sha256,
 // meta.scorer_version and meta.mode agree; otherwise the diff is refused
@@ -34,6 +34,10 @@ struct DiffOptions {
   bool force = false;              // compare runs that are not comparable, saying why
   FailOn fail_on = FailOn::nothing;
   BootstrapOptions bootstrap;      // resamples, seed and level of the ratio's interval
+  // A change counts only when its whole interval lies beyond this fraction:
+  // the intervals cover one run's noise, while two runs (above all on two
+  // machines) also differ by a drift of about a percent.
+  double min_change = 0.01;
 };
 
 // How a shape stands in the two runs. A shape is scored when its status is
@@ -68,7 +72,8 @@ struct Diff {
   bool any_change() const;  // any verdict not `same`, or a shape in one run only
 };
 
-Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt = {});
+Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt = {},
+                  double min_change = 0.0);
 
 // Prints the comparison: per shape, per regime, the aggregate, and a WARNING
 // line for every regime that got worse. Returns kExitOk, kExitIncorrect when
