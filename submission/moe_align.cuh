@@ -27,17 +27,6 @@ struct AlignedRoutes {
   int* token_routes;  // [M] local routes of each token (0: its output row is zeros)
 };
 
-// Weights of the touched experts that the alignment asks L2 to fetch while
-// the GEMMs wait for it: enabled only when every expert the routing can touch
-// fits in L2 at once (the latency-bound shapes), so nothing fetched is evicted
-// before the GEMMs read it. Four arrays (W13, S13, W2, S2 in the layout the
-// GEMMs read), each [E_local][expert_bytes].
-struct L2Prefetch {
-  const void* base[4];
-  size_t expert_bytes[4];
-  bool enabled;
-};
-
 constexpr int kAlignThreads = 512;
 constexpr int kAlignWarps = kAlignThreads / 32;
 
@@ -48,7 +37,7 @@ inline size_t align_smem_bytes(int E_local) {
 
 __global__ void __launch_bounds__(kAlignThreads)
     moe_align_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
-                     int block_tokens, AlignedRoutes out, L2Prefetch prefetch) {
+                     int block_tokens, AlignedRoutes out) {
   // GEMM 1's CTAs may become resident while the routing is aligned; they wait
   // for this grid's results themselves.
   pdl_launch_dependents();
@@ -74,18 +63,6 @@ __global__ void __launch_bounds__(kAlignThreads)
     out.token_routes[m] = n;
   }
   __syncthreads();
-
-  if (prefetch.enabled) {
-    constexpr unsigned kPiece = 32 * 1024;
-    for (int e = 0; e < E_local; ++e) {
-      if (count[e] == 0) continue;
-      for (int a = 0; a < 4; ++a) {
-        const char* p = static_cast<const char*>(prefetch.base[a]) + e * prefetch.expert_bytes[a];
-        for (size_t off = size_t(tid) * kPiece; off < prefetch.expert_bytes[a]; off += size_t(kAlignThreads) * kPiece)
-          prefetch_l2(p + off, unsigned(min(size_t(kPiece), prefetch.expert_bytes[a] - off)));
-      }
-    }
-  }
 
   // First block of each expert: exclusive scan of its block count, E_local
   // values in chunks of the CTA size.

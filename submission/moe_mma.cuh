@@ -28,13 +28,14 @@
 namespace submission::moe {
 
 // ------------------------------------------------------------ repack (prepare)
-// One thread per destination word of the layout in moe_plan.h:
-// codes [E][tiles][groups][256 words], scales [E][tiles][groups][8 words].
-// Sources: codes [E][rows][K/2], scales [E][rows][K/128]. `w13` selects the
-// gate/up row interleave.
+// One thread per destination word of the layout in moe_plan.h: codes
+// [tile-group][256 words], scales [tile-group][8 words], tile-groups ordered
+// by tile_group_index with packs of `pack` tiles. Sources: codes
+// [E][rows][K/2], scales [E][rows][K/128]. `w13` selects the gate/up row
+// interleave.
 __global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
                                   uint32_t* __restrict__ codes_out, uint32_t* __restrict__ scales_out,
-                                  int E, int tiles, int K, int I, bool w13) {
+                                  int E, int tiles, int K, int I, bool w13, int pack) {
   const int groups = K / kGroup, rows = tiles * kTileRows;
   const size_t tile_groups = size_t(E) * tiles * groups;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < tile_groups * kTileGroupWords;
@@ -42,10 +43,11 @@ __global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint1
     const size_t tg = i / kTileGroupWords;  // (e, tile, group), group fastest
     const int q = int(i % kTileGroupWords), lane = q / 8, w = q % 8;
     const int group = int(tg % groups), tile = int(tg / groups % tiles), e = int(tg / groups / tiles);
-    codes_out[tg * kTileGroupWords + tile_word_index(lane, w)] = repacked_code_word(
+    const size_t dst = tile_group_index(size_t(e) * tiles + tile, group, groups, pack);
+    codes_out[dst * kTileGroupWords + tile_word_index(lane, w)] = repacked_code_word(
         codes + size_t(e) * rows * (K / 2), K, I, w13, tile, group, lane, w);
     if (q < kTileGroupScaleWords)
-      scales_out[tg * kTileGroupScaleWords + q] = repacked_scale_word(
+      scales_out[dst * kTileGroupScaleWords + q] = repacked_scale_word(
           scales + size_t(e) * rows * groups, K, I, w13, tile, group, q);
   }
 }
@@ -74,8 +76,8 @@ struct MmaTile {
 };
 
 struct MmaGemmArgs {
-  const uint4* weights;     // repacked codes [E_local][tiles][groups][64 x 16 B]
-  const uint4* scales;      // repacked scales [E_local][tiles][groups][2 x 16 B]
+  const uint4* weights;     // repacked codes [tile-group][64 x 16 B] (tile_group_index order)
+  const uint4* scales;      // repacked scales [tile-group][2 x 16 B]
   int tiles;                // 16-row tiles per expert: 2I/16 (GEMM 1), H/16 (GEMM 2)
   int groups;               // reduction dim / 128
   const __nv_bfloat16* act; // GEMM 1: X [M][H], row of route r = r/k; GEMM 2: h [M*k][I], row r
@@ -121,10 +123,13 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit
 // The cp.async copies of one stage, group `group` of unit `u`, in two parts:
 // the weights and scales, which depend only on the routing, and the
 // activations with the stage's metadata, which in GEMM 2 are GEMM 1's output.
-template <int NT, int RT>
+// kContig: the weights were packed per unit (pack = the unit's tiles), so
+// the stage's tile-groups are one contiguous run; otherwise pack = 1.
+template <bool kContig, int NT, int RT>
 __device__ __forceinline__ void issue_weights(const MmaGemmArgs& a, const UnitMeta<NT>& u, int group,
                                               unsigned char* stage) {
   using T = MmaTile<NT, RT>;
+  constexpr int kPack = kContig ? T::kTiles : 1;
   const int tid = threadIdx.x;
   uint4* ws = reinterpret_cast<uint4*>(stage);
   uint4* ss = reinterpret_cast<uint4*>(stage + T::kWeightBytes);
@@ -132,11 +137,11 @@ __device__ __forceinline__ void issue_weights(const MmaGemmArgs& a, const UnitMe
 #pragma unroll
   for (int c = tid; c < T::kTiles * 64; c += kMmaThreads) {
     const int lt = c >> 6, w = c & 63;
-    cp_async16(ws + c, a.weights + ((tile0 + lt) * a.groups + group) * 64 + w, true);
+    cp_async16(ws + c, a.weights + tile_group_index(tile0 + lt, group, a.groups, kPack) * 64 + w, true);
   }
   if (tid < T::kTiles * 2) {
     const int lt = tid >> 1;
-    cp_async16(ss + tid, a.scales + ((tile0 + lt) * a.groups + group) * 2 + (tid & 1), true);
+    cp_async16(ss + tid, a.scales + tile_group_index(tile0 + lt, group, a.groups, kPack) * 2 + (tid & 1), true);
   }
 }
 
@@ -320,7 +325,7 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
   }
 }
 
-template <bool kDown, int NT, int RT>
+template <bool kDown, bool kContig, int NT, int RT>
 __global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(const MmaGemmArgs a) {
   using T = MmaTile<NT, RT>;
   extern __shared__ __align__(16) unsigned char mma_smem[];
@@ -349,7 +354,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(con
   auto issue = [&](Part part) {
     if (issued < total) {
       unsigned char* stage = mma_smem + p_slot * T::kStageBytes;
-      if (part != kActsOnly) issue_weights<NT, RT>(a, cur, p_group, stage);
+      if (part != kActsOnly) issue_weights<kContig, NT, RT>(a, cur, p_group, stage);
       if (part != kWeightsOnly) issue_acts<kDown, NT, RT>(a, cur, p_group, stage);
       ++issued;
       p_slot = p_slot + 1 == T::kStages ? 0 : p_slot + 1;

@@ -104,7 +104,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // one FMA per weight and route on CUDA cores. So even at one route per
   // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
   // stay as the simple fallback.
-  if (variant == "default" || variant == "mma" || variant == "mma_nopdl") {
+  if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig") {
     p.tile_rows_up = pick(2 * d.I, d.H);
     p.tile_rows_down = pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
@@ -118,6 +118,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   }
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";
+  p.unit_contiguous = variant == "mma_contig";
   return p;
 }
 

@@ -94,6 +94,20 @@ MOE_HD int tile_source_row(bool w13, int tile, int row_in_tile, int I) {
   return w13 ? w13_source_row(tile, row_in_tile, I) : w2_source_row(tile, row_in_tile);
 }
 
+// Where tile-group (tile, group) sits among an array's tile-groups, `tile`
+// counted over all experts (e * tiles + tile within the expert), for packs of
+// `pack` tiles (a divisor of the tiles per expert, so no pack straddles two
+// experts). pack = 1: each tile's groups are consecutive ([tile][group]), so a
+// stage of a work unit reads one 1 KB piece per tile, `groups` KB apart.
+// pack = the unit's tiles: a pack's tiles are consecutive within each group
+// ([pack][group][tile in pack]), so a stage is one contiguous run of
+// pack x 1 KB and a whole unit one contiguous stream, which DRAM serves with
+// fewer row activations than many 1 KB pieces.
+MOE_HD size_t tile_group_index(size_t tile, int group, int groups, int pack) {
+  const size_t in_pack = tile % pack;
+  return (tile - in_pack) * groups + size_t(group) * pack + in_pack;
+}
+
 // Word w of lane L of (tile, group) of one expert, from its codes [rows][K/2]
 // (two per byte along K, low nibble first).
 MOE_HD uint32_t repacked_code_word(const uint8_t* codes, int K, int I, bool w13, int tile,
@@ -179,6 +193,7 @@ struct MoePlan {
   int max_blocks = 0;      // workspace bound over every routing
   int tile_rows_up = 0;    // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
   int tile_rows_down = 0;  // mma: the same for GEMM 2
+  bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
 };
 
 // Throws std::invalid_argument for invalid dims (see submission.h).
@@ -191,6 +206,8 @@ void validate_moe_dims(const MoeDims& d);
 //   mma_rows64    the same with 64-row units in both GEMMs
 //   mma_rows128   the same with 128-row units
 //   mma_nopdl     the model's configuration with plain launches
+//   mma_contig    the default's configuration with each work unit's weights
+//                 and scales packed into one contiguous stream
 //   gemv          CUDA cores on the weights as given (moe_gemv.cuh)
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
 

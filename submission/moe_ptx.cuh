@@ -36,12 +36,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Asks L2 to fetch [p, p + bytes) from memory; no data reaches the SM, so
-// it can only change timing. p 16-byte aligned, bytes a multiple of 16.
-__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-
 // d += A(16x16, row) . B(16x8, col), bf16 inputs, fp32 accumulation. Fragment
 // layouts (PTX ISA, mma.m16n8k16, groupID g = lane/4, threadID_in_group t):
 //   a0: (g, 2t..2t+1) a1: (g+8, 2t..2t+1) a2: (g, 2t+8..) a3: (g+8, 2t+8..)

@@ -8,7 +8,8 @@
 //   3. GEMM 2 + weighted combine -> out. Every output needs all of h.
 // The tensor-core variants chain 2 and 3 with programmatic dependent launch,
 // so each grid is resident and waiting when its predecessor finishes.
-// Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl, gemv.
+// Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
+// mma_contig, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -25,10 +26,6 @@ namespace submission {
 namespace {
 
 using namespace moe;
-
-// Bytes the alignment may ask L2 to hold for the GEMMs: about half of the
-// H200's 60 MB, so that the GEMMs' own traffic does not evict them first.
-constexpr size_t kL2PrefetchBudget = size_t(32) << 20;
 
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -62,24 +59,29 @@ struct MmaKernel {
   int smem;
   int tile_rows;
 };
-template <bool kDown, int NT, int RT>
+template <bool kDown, bool kContig, int NT, int RT>
 MmaKernel mma_kernel() {
-  return {moe_mma_kernel<kDown, NT, RT>, MmaTile<NT, RT>::kSmemBytes, MmaTile<NT, RT>::kRows};
+  return {moe_mma_kernel<kDown, kContig, NT, RT>, MmaTile<NT, RT>::kSmemBytes, MmaTile<NT, RT>::kRows};
 }
 // The instantiation for a block size and tile rows: 8-route token tiles
 // NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per warp.
-template <bool kDown>
+template <bool kDown, bool kContig>
 MmaKernel pick_mma_kernel(int block_tokens, int tile_rows) {
   const bool r2 = tile_rows == 128;
   switch (block_tokens) {
-    case 8: return r2 ? mma_kernel<kDown, 1, 2>() : mma_kernel<kDown, 1, 1>();
-    case 16: return r2 ? mma_kernel<kDown, 2, 2>() : mma_kernel<kDown, 2, 1>();
-    case 32: return r2 ? mma_kernel<kDown, 4, 2>() : mma_kernel<kDown, 4, 1>();
+    case 8: return r2 ? mma_kernel<kDown, kContig, 1, 2>() : mma_kernel<kDown, kContig, 1, 1>();
+    case 16: return r2 ? mma_kernel<kDown, kContig, 2, 2>() : mma_kernel<kDown, kContig, 2, 1>();
+    case 32: return r2 ? mma_kernel<kDown, kContig, 4, 2>() : mma_kernel<kDown, kContig, 4, 1>();
     case 64:
-      if (!r2) return mma_kernel<kDown, 8, 1>();
+      if (!r2) return mma_kernel<kDown, kContig, 8, 1>();
       break;
   }
   throw std::invalid_argument("moe_w4a16: no kernel for this block size and tile");
+}
+template <bool kDown>
+MmaKernel pick_mma_kernel(bool contiguous, int block_tokens, int tile_rows) {
+  return contiguous ? pick_mma_kernel<kDown, true>(block_tokens, tile_rows)
+                    : pick_mma_kernel<kDown, false>(block_tokens, tile_rows);
 }
 
 int device_sm_count() {
@@ -114,27 +116,16 @@ class MoeW4A16 final : public Moe {
     align_smem_ = int(align_smem_bytes(d.E_local));
     MOE_CUDA(cudaFuncSetAttribute(moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, align_smem_));
 
-    if (plan.kernel == MoeKernel::gemv) {
+    if (plan.kernel == MoeKernel::gemv)
       gemv_grid_ = sms * 8;
-      prefetch_ = {{w.W13, w.S13, w.W2, w.S2}, {}, false};
-    } else {
+    else
       prepare_mma(sms);
-      prefetch_ = {{w13_.as<void>(), s13_.as<void>(), w2_.as<void>(), s2_.as<void>()}, {}, false};
-    }
-    // Bytes per expert, the same in either layout: W13 codes I*H and scales
-    // I*H/32, W2 codes I*H/2 and scales I*H/64.
-    const size_t ih = size_t(d.I) * d.H;
-    const size_t expert_bytes[4] = {ih, ih / 32, ih / 2, ih / 64};
-    size_t per_expert = 0;
-    for (int a = 0; a < 4; ++a) per_expert += prefetch_.expert_bytes[a] = expert_bytes[a];
-    const size_t most_touched = std::min<size_t>(d.E_local, size_t(d.M) * d.k);
-    prefetch_.enabled = most_touched * per_expert <= kL2PrefetchBudget;
     MOE_CUDA(cudaDeviceSynchronize());  // repacking done before the first run
   }
 
   void run(const MoeIO& io, cudaStream_t stream) override {
     moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
-        io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, routes_, prefetch_);
+        io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, routes_);
     MOE_CUDA(cudaGetLastError());
     if (plan_.kernel == MoeKernel::gemv) {
       const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,
@@ -170,16 +161,19 @@ class MoeW4A16 final : public Moe {
     s13_ = DeviceMemory(tg13 * kTileGroupScaleWords * 4);
     w2_ = DeviceMemory(tg2 * kTileGroupBytes);
     s2_ = DeviceMemory(tg2 * kTileGroupScaleWords * 4);
+    up_ = pick_mma_kernel<false>(plan_.unit_contiguous, plan_.block_tokens, plan_.tile_rows_up);
+    down_ = pick_mma_kernel<true>(plan_.unit_contiguous, plan_.block_tokens, plan_.tile_rows_down);
+    // Tiles per pack of the layout (tile_group_index): the kernels' units, or 1.
+    const int pack13 = plan_.unit_contiguous ? up_.tile_rows / kTileRows : 1;
+    const int pack2 = plan_.unit_contiguous ? down_.tile_rows / kTileRows : 1;
     const int grid = sms * 16, threads = 256;
     moe_repack_kernel<<<grid, threads>>>(w_.W13, reinterpret_cast<const uint16_t*>(w_.S13),
-                                         w13_.as<uint32_t>(), s13_.as<uint32_t>(), E, tiles13, H, I, true);
+                                         w13_.as<uint32_t>(), s13_.as<uint32_t>(), E, tiles13, H, I, true, pack13);
     MOE_CUDA(cudaGetLastError());
     moe_repack_kernel<<<grid, threads>>>(w_.W2, reinterpret_cast<const uint16_t*>(w_.S2),
-                                         w2_.as<uint32_t>(), s2_.as<uint32_t>(), E, tiles2, I, I, false);
+                                         w2_.as<uint32_t>(), s2_.as<uint32_t>(), E, tiles2, I, I, false, pack2);
     MOE_CUDA(cudaGetLastError());
 
-    up_ = pick_mma_kernel<false>(plan_.block_tokens, plan_.tile_rows_up);
-    down_ = pick_mma_kernel<true>(plan_.block_tokens, plan_.tile_rows_down);
     const int row_groups_down = H / down_.tile_rows;
     partial_ = DeviceMemory(size_t(d_.M) * d_.k * H * sizeof(float));
     counters_ = DeviceMemory(size_t(d_.M) * row_groups_down * sizeof(int));
@@ -210,7 +204,6 @@ class MoeW4A16 final : public Moe {
   MoeWeights w_;
   MoePlan plan_;
   AlignedRoutes routes_{};
-  L2Prefetch prefetch_{};
   int align_smem_ = 0;
   DeviceMemory align_ws_, h_;
   int gemv_grid_ = 0;
@@ -236,7 +229,7 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const st
 
 namespace detail {
 std::vector<std::string> moe_variants() {
-  return {"default", "mma", "mma_rows64", "mma_rows128", "mma_nopdl", "gemv"};
+  return {"default", "mma", "mma_rows64", "mma_rows128", "mma_nopdl", "mma_contig", "gemv"};
 }
 }  // namespace detail
 

@@ -130,10 +130,11 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
                            MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64,
                            MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
-    for (const char* v : {"default", "mma", "mma_rows64", "mma_nopdl"}) {
+    for (const char* v : {"default", "mma", "mma_rows64", "mma_nopdl", "mma_contig"}) {
       const MoePlan p = plan_moe(d, v, kSms);
       CHECK(p.kernel == MoeKernel::mma);
       CHECK(p.pdl == (std::string(v) != "mma_nopdl"));
+      CHECK(p.unit_contiguous == (std::string(v) == "mma_contig"));
       for (int rows : {p.tile_rows_up, p.tile_rows_down}) CHECK((rows == 64 || rows == 128));
       CHECK((2 * d.I) % p.tile_rows_up == 0);
       CHECK(d.H % p.tile_rows_down == 0);
@@ -172,6 +173,27 @@ TEST_CASE("moe tile layout covers each (row, column) of a tile-group once") {
     for (int s = 0; s < tokens; ++s)
       for (int c = 0; c < 16; ++c) ++used[act_stage_uint4(c, s, tokens)];
     CHECK(std::all_of(used.begin(), used.end(), [](int n) { return n == 1; }));
+  }
+}
+
+TEST_CASE("moe tile-group packing is a bijection with contiguous unit stages") {
+  // Two experts of 48 tiles, 5 groups: every tile-group gets its own index,
+  // pack = 1 is the plain [tile][group] order, and with pack = P the P tiles
+  // of a pack at one group are P consecutive indices (one stage of a unit),
+  // the next group following directly.
+  const int tiles = 2 * 48, groups = 5;
+  for (int pack : {1, 4, 8}) {
+    std::vector<int> seen(size_t(tiles) * groups, 0);
+    for (int tile = 0; tile < tiles; ++tile)
+      for (int group = 0; group < groups; ++group) {
+        const size_t i = tile_group_index(tile, group, groups, pack);
+        REQUIRE(i < seen.size());
+        ++seen[i];
+        if (pack == 1) CHECK(i == size_t(tile) * groups + group);
+        const int first = tile - tile % pack;
+        CHECK(i == tile_group_index(first, 0, groups, pack) + size_t(group) * pack + tile % pack);
+      }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
   }
 }
 
