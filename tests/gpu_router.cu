@@ -27,7 +27,9 @@ using submission::RouterDims;
 
 std::vector<std::string> router_variants() { return submission::detail::router_variants(); }
 
-bool is_fused(const std::string& v) { return v == "fused_cluster" || v == "fused_slots"; }
+bool is_fused(const std::string& v) {
+  return v == "fused_cluster" || v == "fused_slots" || v == "fused_slots_wide" || v == "fused_tile_tree";
+}
 
 // The one-launch kernels' documented limits; past them only the general path runs.
 bool fused_fits(const RouterDims& d) { return d.T <= 16 && d.E <= 512 && d.k <= 16; }
