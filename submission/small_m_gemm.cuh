@@ -18,6 +18,14 @@
 //     SM that is 128 KB per SM, well above the ~32 KB Little's law asks for at
 //     4.3 TB/s. Activations ride in the same ring (they are tiny and L2-resident
 //     after the first touch).
+//   * Or (Bulk) one cp.async.bulk per 16 KB weight stage, completing on an
+//     mbarrier: the copy engine tracks the bytes, not per-thread LDGSTS slots.
+//     The wide cp.async kernel measured ~23 GB/s per SM whether it ran one or
+//     two blocks per SM (64 or 128 KB requested in flight), below the ~32 GB/s
+//     per SM that 4.2 TB/s needs: the SM's outstanding 16-byte copies, not the
+//     ring depth, looked like the limit. A stage is contiguous in the packed
+//     copy and in shared memory, so one bulk copy moves exactly what the
+//     per-thread copies did.
 //   * Split-K across blocks where the row tiles alone cannot fill the machine.
 //     Partial sums go to an fp32 workspace; the last block of a tile to finish
 //     (elected by a self-resetting atomic counter) adds them in split order and
@@ -150,6 +158,47 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (the bulk copies).
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival that also announces `bytes` of bulk copy the phase must wait for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Global -> shared copy by the copy engine; completes `bytes` on `bar`. The CTA's
+// own shared address is valid in the shared::cluster window without a cluster.
+__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_addr(smem)),
+      "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+// Orders this thread's view of shared memory (the generic-proxy reads of a
+// slot, made complete by the preceding __syncthreads) before the async-proxy
+// write that refills it.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -174,7 +223,9 @@ struct Params {
   unsigned* counters;  // [m_chunks][n_tiles], zero between launches
 };
 
-template <class C, int NG, class Rows, class Epi>
+// Bulk: weight stages by cp.async.bulk + mbarrier (one per ring slot) instead
+// of per-thread cp.async; activations always use cp.async groups.
+template <class C, int NG, bool Bulk, class Rows, class Epi>
 __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows, Epi> p) {
   constexpr int kT = C::kThreads, kTP = C::kTilesPerWarp, kS = C::kStages;
   constexpr int kXRows = 8 * NG;
@@ -185,6 +236,7 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
   uint4* const xs = smem + kS * C::kWStageChunks;
   __shared__ const bf16* xrow[kXRows];
   __shared__ int is_last;
+  __shared__ uint64_t full[Bulk ? kS : 1];  // slot's weights landed; phase flips once per use
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
@@ -194,12 +246,21 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
   const int st0 = int(int64_t(split) * p.k_stages / p.splits);
   const int n_st = int(int64_t(split + 1) * p.k_stages / p.splits) - st0;
 
-  const uint4* const wsrc = p.w + (size_t(tile) * p.k_stages + st0) * C::kWStageChunks + tid;
+  const uint4* const wblock = p.w + (size_t(tile) * p.k_stages + st0) * C::kWStageChunks;
+  const uint4* const wsrc = wblock + tid;
   auto load_w = [&](int slot, int st) {
-    uint4* dst = ws + slot * C::kWStageChunks + tid;
-    const uint4* src = wsrc + size_t(st) * C::kWStageChunks;
+    if constexpr (Bulk) {
+      if (tid == 0) {
+        constexpr unsigned kBytes = C::kWStageChunks * 16;
+        mbar_arrive_expect_tx(&full[slot], kBytes);
+        bulk_copy(ws + slot * C::kWStageChunks, wblock + size_t(st) * C::kWStageChunks, kBytes, &full[slot]);
+      }
+    } else {
+      uint4* dst = ws + slot * C::kWStageChunks + tid;
+      const uint4* src = wsrc + size_t(st) * C::kWStageChunks;
 #pragma unroll
-    for (int q = 0; q < C::kWChunks; ++q) cp_async16(dst + q * kT, src + q * kT, 16);
+      for (int q = 0; q < C::kWChunks; ++q) cp_async16(dst + q * kT, src + q * kT, 16);
+    }
   };
   auto load_x = [&](int slot, int st) {
     const int k0 = (st0 + st) * C::kStageK;
@@ -214,6 +275,14 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
     }
   };
 
+  if constexpr (Bulk) {
+    // Only thread 0 issues and arms the barriers; everyone else first waits
+    // on them after the __syncthreads below, which orders the init before.
+    if (tid == 0) {
+      for (int s = 0; s < kS; ++s) mbar_init(&full[s], 1);
+      mbar_init_fence();
+    }
+  }
   // Weights first: they do not depend on the row lookup, which for the pooler
   // is a dependent global load. These join cp.async group 0, which is harmless.
   for (int s = 0; s < kS - 1; ++s)
@@ -240,7 +309,12 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
   int read_slot = 0, write_slot = kS - 1;
   for (int it = 0; it < n_st; ++it) {
     cp_async_wait<kS - 2>();  // this thread's copies of stage `it` have landed
+    // Stage `it` sits in slot it % kS, used for the (it / kS)-th time.
+    if constexpr (Bulk) mbar_wait(&full[read_slot], unsigned(it / kS) & 1u);
     __syncthreads();          // everyone's have; and slot write_slot is no longer being read
+    if constexpr (Bulk) {
+      if (tid == 0) fence_proxy_async_smem();
+    }
     if (it + kS - 1 < n_st) {
       load_w(write_slot, it + kS - 1);
       load_x(write_slot, it + kS - 1);
@@ -438,13 +512,32 @@ __global__ void __launch_bounds__(256, 4)
 //     once per 16 rows);
 //   * a split costs a fixed fix-up (partials, fence, atomic, the last block's
 //     reads) on the critical path.
-// The constants are round H200 numbers; only their ratios steer the choice.
+// The constants come from the H200 measurements of these kernels (times less
+// the ~2.8 us a cold launch costs); only their ratios steer the choice.
 struct Machine {
-  double hbm_bytes_per_us = 4.0e6;   // sustained streaming read
-  double l2_bytes_per_us = 7.0e6;    // L2 -> SM, conservative
-  double latency_us = 2.0;           // loaded DRAM round trip, on the safe side
-  double fixup_us = 1.5;             // split-K fence, election and the last block's reads
+  double hbm_bytes_per_us;  // sustained weight stream
+  double l2_bytes_per_us;   // bytes into the SMs: weights + activations + partials
+  double latency_us;        // loaded DRAM round trip
+  double fixup_us;          // split-K fix-up: fence, election and the last block's reads
 };
+
+// The per-thread cp.async kernels (wide and narrow).
+//   hbm 2.6 TB/s: wide, no split, on dense gate_up streamed 237 MB in ~92 us.
+//   l2 2.6 TB/s: narrow pooler B=8 H=4096 moved ~50 MB into the SMs (33.5 MB
+//     of weights, the activations once per 16 rows) in ~22 us and lost to wide
+//     at 4 splits (~35 MB, ~20.3 us); at 7 TB/s the model ranked narrow first
+//     there. This is the ~20-23 GB/s per SM these kernels reached.
+//   latency 2.0 us: the narrow pooler at H = 1024 (one wave of 64 blocks, all
+//     its 2 MB requested at once) took ~4.2 us; with it narrow stays ahead of
+//     wide at H = 1024 (wide at 4 splits measured ~7.3 and ~9.4 us, B = 8, 16).
+//   fix-up 2.5 us: wide dense o (4 splits, 16 stages per block) took ~23 us
+//     where the stream alone models ~20.5.
+inline constexpr Machine kCpAsyncMachine{2.6e6, 2.6e6, 2.0, 2.5};
+// The bulk-copy wide kernel, not measured yet: the copy bandwidth the scorer
+// measured (4.2 TB/s, ~3.9 net of the floor kernel's own costs), and bytes
+// into the SMs no longer capped by per-thread copies; latency and fix-up as
+// above.
+inline constexpr Machine kBulkMachine{3.9e6, 7.0e6, 2.0, 2.5};
 
 struct ConfigCost {
   int rows;             // weight rows per tile
@@ -454,7 +547,7 @@ struct ConfigCost {
 };
 
 inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, int ng, int sms,
-                            const Machine& mc = {}) {
+                          const Machine& mc) {
   const int n_tiles = (N + c.rows - 1) / c.rows;
   const int k_stages = (K + c.stage_k - 1) / c.stage_k;
   const int m_chunks = (M + 8 * ng - 1) / (8 * ng);
@@ -480,14 +573,17 @@ inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, 
 }
 
 // ------------------------------------------------------------------ host engine
-enum class Kernel { automatic, wide, narrow, simt };
+enum class Kernel { automatic, wide, wide_bulk, narrow, simt };
 
 // Variant names shared by dense and pooler, "default" first.
-inline std::vector<std::string> variant_names() { return {"default", "splitk_mma", "narrow_mma", "simt"}; }
+inline std::vector<std::string> variant_names() {
+  return {"default", "splitk_mma", "splitk_bulk_mma", "narrow_mma", "simt"};
+}
 
 inline Kernel kernel_for_variant(const std::string& op, const std::string& variant) {
   if (variant == "default") return Kernel::automatic;
   if (variant == "splitk_mma") return Kernel::wide;    // 128-row tiles, split-K chosen by the model
+  if (variant == "splitk_bulk_mma") return Kernel::wide_bulk;  // the same, weights by cp.async.bulk
   if (variant == "narrow_mma") return Kernel::narrow;  // 16-row tiles, k split across warps
   if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
   throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");
@@ -506,13 +602,13 @@ struct Plan {
 template <class Rows, class Epi>
 using MmaKernel = void (*)(Params<Rows, Epi>);
 
-template <class C, class Rows, class Epi>
+template <class C, bool Bulk, class Rows, class Epi>
 MmaKernel<Rows, Epi> mma_kernel(int ng) {
   switch (ng) {
-    case 1: return mma_gemm_kernel<C, 1, Rows, Epi>;
-    case 2: return mma_gemm_kernel<C, 2, Rows, Epi>;
-    case 3: return mma_gemm_kernel<C, 3, Rows, Epi>;
-    default: return mma_gemm_kernel<C, 4, Rows, Epi>;
+    case 1: return mma_gemm_kernel<C, 1, Bulk, Rows, Epi>;
+    case 2: return mma_gemm_kernel<C, 2, Bulk, Rows, Epi>;
+    case 3: return mma_gemm_kernel<C, 3, Bulk, Rows, Epi>;
+    default: return mma_gemm_kernel<C, 4, Bulk, Rows, Epi>;
   }
 }
 
@@ -549,9 +645,13 @@ class Engine {
     SMALL_M_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     SMALL_M_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     plan_.predicted_us = 1e300;
-    if (forced != Kernel::narrow) consider<WideConfig>(Kernel::wide, sms, smem_optin);
-    if (forced != Kernel::wide) consider<NarrowConfig>(Kernel::narrow, sms, smem_optin);
-    if (plan_.kernel == Kernel::wide) pack<WideConfig>();
+    const bool any = forced == Kernel::automatic;
+    // The bulk kernel is not measured yet, so "default" does not pick it.
+    if (any || forced == Kernel::wide) consider<WideConfig, false>(Kernel::wide, sms, smem_optin, kCpAsyncMachine);
+    if (forced == Kernel::wide_bulk) consider<WideConfig, true>(Kernel::wide_bulk, sms, smem_optin, kBulkMachine);
+    if (any || forced == Kernel::narrow)
+      consider<NarrowConfig, false>(Kernel::narrow, sms, smem_optin, kCpAsyncMachine);
+    if (plan_.kernel == Kernel::wide || plan_.kernel == Kernel::wide_bulk) pack<WideConfig>();
     else if (plan_.kernel == Kernel::narrow) pack<NarrowConfig>();
     else if (forced != Kernel::automatic)  // only the CUDA-core path fits this GPU
       throw std::invalid_argument("small-M GEMM: the forced tensor-core kernel does not fit this GPU");
@@ -566,9 +666,11 @@ class Engine {
       const Params<Rows, Epi> p{packed_.ptr, rows, epi, M_, N_, K_, plan_.k_stages, plan_.splits,
                                 plan_.n_tiles, partials_.ptr, counters_.ptr};
       const dim3 grid(plan_.n_tiles * plan_.splits, plan_.m_chunks);
-      const bool wide = plan_.kernel == Kernel::wide;
-      const MmaKernel<Rows, Epi> kernel = wide ? mma_kernel<WideConfig, Rows, Epi>(plan_.ng)
-                                               : mma_kernel<NarrowConfig, Rows, Epi>(plan_.ng);
+      const bool bulk = plan_.kernel == Kernel::wide_bulk;
+      const bool wide = plan_.kernel == Kernel::wide || bulk;
+      const MmaKernel<Rows, Epi> kernel = bulk   ? mma_kernel<WideConfig, true, Rows, Epi>(plan_.ng)
+                                          : wide ? mma_kernel<WideConfig, false, Rows, Epi>(plan_.ng)
+                                                 : mma_kernel<NarrowConfig, false, Rows, Epi>(plan_.ng);
       const int threads = wide ? WideConfig::kThreads : NarrowConfig::kThreads;
       const size_t smem = wide ? smem_bytes<WideConfig>(plan_.ng) : smem_bytes<NarrowConfig>(plan_.ng);
       kernel<<<grid, threads, smem, stream>>>(p);
@@ -577,9 +679,9 @@ class Engine {
   }
 
  private:
-  template <class C>
-  void consider(Kernel kind, int sms, int smem_optin) {
-    const auto kernel = mma_kernel<C, Rows, Epi>(plan_.ng);
+  template <class C, bool Bulk>
+  void consider(Kernel kind, int sms, int smem_optin, const Machine& mc) {
+    const auto kernel = mma_kernel<C, Bulk, Rows, Epi>(plan_.ng);
     const size_t smem = smem_bytes<C>(plan_.ng);
     if (smem > size_t(smem_optin)) return;
     SMALL_M_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -595,7 +697,7 @@ class Engine {
     // Splits beyond 32 only add fix-up traffic; grid.x must stay addressable.
     const int max_splits = std::min({k_stages, 32, int(INT32_MAX / n_tiles)});
     for (int s = 1; s <= max_splits; ++s) {
-      const double us = estimate_us(cost, s, M_, N_, K_, plan_.ng, sms);
+      const double us = estimate_us(cost, s, M_, N_, K_, plan_.ng, sms, mc);
       if (us < plan_.predicted_us) {  // strict: ties keep fewer splits / the wide tiles
         plan_.kernel = kind;
         plan_.splits = s;

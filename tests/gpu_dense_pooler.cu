@@ -189,7 +189,9 @@ void pooler_case(int B, int H, int lo, int hi) {
 TEST_CASE("dense: odd shapes, every variant") {
   // M = 1..40 (one to five token groups, two token chunks at 40); N and K off
   // every tile; K = 8; split-K with tails (17x1000x1032 and 40x300x520 under
-  // splitk_mma); k split inside and across blocks at once (9x50x16384).
+  // splitk_mma and splitk_bulk_mma, whose bulk ring wraps its mbarrier phases
+  // on the longer K); k split inside and across blocks at once (9x50x16384).
+  // "cublaslt" runs every shape too.
   const int shapes[][3] = {{1, 77, 200},  {3, 77, 200},   {17, 1000, 1032}, {32, 1000, 1032},
                            {5, 3, 8},     {32, 129, 8},   {40, 300, 520},   {24, 2048, 4096},
                            {7, 4096, 1024}, {9, 50, 16384}};
