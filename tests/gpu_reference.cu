@@ -48,9 +48,10 @@ double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
   return l2_error(got, want) / l2_norm(want);
 }
 
-void check_bf16_output(const std::vector<uint16_t>& got, const std::vector<double>& want) {
+void check_bf16_output(const std::vector<uint16_t>& got, const std::vector<double>& want,
+                       const scorer::Bf16Tolerance& tol = {}) {
   REQUIRE(got.size() == want.size());
-  const scorer::CheckResult r = scorer::check_bf16(got.data(), want.data(), want.size());
+  const scorer::CheckResult r = scorer::check_bf16(got.data(), want.data(), want.size(), tol);
   CHECK_MESSAGE(r.ok, r.reason << " (rel L2 " << r.rel_l2 << ")");
 }
 
@@ -346,7 +347,9 @@ TEST_CASE("moe_w4a16 reference and baseline match the CPU reference") {
       const double slack = moe_rounding_slack(d, hw, X, r);
       CAPTURE(slack / l2_norm(want));
       CHECK(l2_error(got_ref, want) <= kRefRelL2 * l2_norm(want) + slack);
-      check_bf16_output(got, want);
+      // bf16-dequantized weights and bf16 intermediates, as a serving stack
+      // runs them: held to the scorer's baseline check, not the submission's.
+      check_bf16_output(got, want, scorer::baseline_tolerance());
       if (token0_unrouted) {
         CHECK(std::all_of(got_ref.begin(), got_ref.begin() + d.H, [](float v) { return v == 0.0f; }));
         CHECK(std::all_of(got.begin(), got.begin() + d.H, [](uint16_t v) { return v == 0; }));
