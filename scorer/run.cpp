@@ -225,8 +225,9 @@ RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std
   RunMeta m;
   m.scorer_version = std::string(SCORER_CODE_SHA256).substr(0, 16);
   m.submission_sha256 = SCORER_SUBMISSION_SHA256;
-  m.git_commit = shell_line("git rev-parse HEAD 2>/dev/null");
-  m.git_dirty = !shell_line("git status --porcelain 2>/dev/null").empty();
+  // Outside a git checkout both stay empty/false (git prints its errors to stderr).
+  m.git_commit = shell_line("git rev-parse --verify -q HEAD 2>/dev/null");
+  m.git_dirty = !m.git_commit.empty() && !shell_line("git status --porcelain 2>/dev/null").empty();
   m.command_line = timing ? "scorer run" : "scorer check";
   for (const auto& a : args) m.command_line += " " + a;
   m.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
