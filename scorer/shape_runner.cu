@@ -70,8 +70,10 @@ class Runner {
   }
 
  private:
+  // Each line says how long the shape has run, so slow phases show.
   void progress(const std::string& what) {
-    std::fprintf(stderr, "%s %s: %s\n", prefix_.c_str(), s_.name.c_str(), what.c_str());
+    std::fprintf(stderr, "%s %s: %s (+%.1f s)\n", prefix_.c_str(), s_.name.c_str(), what.c_str(),
+                 seconds_since(start_));
   }
 
   // New activations for `set`; the candidate runs once on them, checked.
@@ -225,6 +227,7 @@ class Runner {
     correctness(r, "check before timing", 100);
     graph_probe(r);
     if (opt_.time) {
+      progress("floor");
       floor(r);
       progress("timing");
       r.converged = timing_loop(r, false, r.baseline_us, r.candidate_us);
@@ -283,6 +286,7 @@ class Runner {
   std::string prefix_;
   uint64_t seed_;
   std::string phase_ = "start";
+  Clock::time_point start_ = Clock::now();
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<OpCase> op_;
   std::unique_ptr<ColdTimer> timer_;

@@ -41,9 +41,10 @@ struct Shape {
 
 // Each op's dims, in the order of the shapes file and dims_string(): the one
 // table the shapes file, the results files and the CLI all read.
+using ShapeDim = int Shape::*;
 struct OpDim {
   const char* name;
-  int Shape::*field;
+  ShapeDim field;
   bool required;  // an optional dim keeps Shape's default
   int min;        // smallest valid value
 };
