@@ -154,9 +154,11 @@ class Runner {
 
   // One paired trial: baseline and candidate on the same fresh inputs, in
   // alternating order; the candidate's output is checked.
-  void trial(ShapeResult& r, int t, bool graph, std::vector<double>& base_us, std::vector<double>& cand_us) {
+  // `tag` seeds the draw: every trial, warm-up ones included, gets inputs of its own.
+  void trial(ShapeResult& r, int t, uint64_t tag, bool graph, std::vector<double>& base_us,
+             std::vector<double>& cand_us) {
     const int set = t % op_->sets();
-    op_->new_inputs(set, derive_seed(seed_, 10000 + (graph ? 1000000 : 0) + t));
+    op_->new_inputs(set, derive_seed(seed_, tag));
     const bool hold_base = !op_->baseline_synchronizes();
     auto time_base = [&] {
       op_->poison_outputs();
@@ -189,14 +191,15 @@ class Runner {
   // Trials until the speedup's interval is tight or the cap is reached.
   bool timing_loop(ShapeResult& r, bool graph, std::vector<double>& base_us, std::vector<double>& cand_us) {
     phase_ = graph ? "timing (graph)" : "timing";
+    const uint64_t base_tag = graph ? 3000000 : 1000000;
     std::vector<double> wb, wc;
-    for (int w = 0; w < opt_.warmup; ++w) trial(r, w, graph, wb, wc);
+    for (int w = 0; w < opt_.warmup; ++w) trial(r, w, base_tag + 1000000 + w, graph, wb, wc);
     const auto t0 = Clock::now();
     BootstrapOptions bo;
     bo.resamples = 500;
     bo.seed = seed_;
     for (int t = 0; t < opt_.max_trials; ++t) {
-      trial(r, t, graph, base_us, cand_us);
+      trial(r, t, base_tag + t, graph, base_us, cand_us);
       const int n = t + 1;
       if (n >= opt_.min_trials && n % 10 == 0) {
         std::vector<double> ratios(n);
