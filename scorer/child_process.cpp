@@ -13,6 +13,14 @@
 namespace scorer {
 namespace {
 
+volatile sig_atomic_t g_stop = 0;
+void on_stop(int) { g_stop = 1; }
+
+void default_stop_signals() {
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+}
+
 void write_all(int fd, const std::string& s) {
   size_t off = 0;
   while (off < s.size()) {
@@ -36,8 +44,12 @@ ChildOutcome collect(pid_t pid, int fds[2], double timeout_s) {
   ChildOutcome res;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buf[65536];
-  bool timed_out = false;
+  bool timed_out = false, interrupted = false;
   for (;;) {
+    if (g_stop) {
+      interrupted = true;
+      break;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       timed_out = true;
@@ -53,11 +65,14 @@ ChildOutcome collect(pid_t pid, int fds[2], double timeout_s) {
     res.output.append(buf, size_t(n));
   }
   close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
+  if (timed_out || interrupted) kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
+  if (interrupted) {
+    res.kind = ChildOutcome::interrupted;
+    res.detail = "interrupted";
+  } else if (timed_out) {
     res.kind = ChildOutcome::timed_out;
     res.detail = "no result after " + std::to_string(int(timeout_s)) + " s: killed";
   } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
@@ -75,6 +90,7 @@ ChildOutcome run_in_child(const std::function<std::string()>& work, double timeo
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
+    default_stop_signals();
     close(fds[0]);
     std::string out;
     try {
@@ -99,6 +115,7 @@ ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s)
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
+    default_stop_signals();
     close(fds[0]);
     dup2(fds[1], 1);
     close(fds[1]);
@@ -107,6 +124,16 @@ ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s)
   }
   return collect(pid, fds, timeout_s);
 }
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool stop_requested() { return g_stop != 0; }
 
 }  // namespace scorer
 

@@ -10,7 +10,7 @@
 namespace scorer {
 
 struct ChildOutcome {
-  enum Kind { ok, crashed, timed_out } kind = ok;
+  enum Kind { ok, crashed, timed_out, interrupted } kind = ok;
   std::string output;  // what the child wrote on its pipe (a JSON document when ok)
   std::string detail;  // how it ended when not ok: "killed by signal 11 (Segmentation fault)", ...
 };
@@ -22,5 +22,12 @@ ChildOutcome run_in_child(const std::function<std::string()>& work, double timeo
 // The same for another program: argv[0] is executed (no shell) and its
 // standard output is the outcome's output.
 ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s);
+
+// After this, SIGINT and SIGTERM no longer end the process: the child in
+// progress is killed and comes back `interrupted`, and stop_requested() stays
+// true, so the caller can stop and keep what it has. Children get the default
+// handlers back.
+void catch_stop_signals();
+bool stop_requested();
 
 }  // namespace scorer

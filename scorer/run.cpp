@@ -62,7 +62,8 @@ options:
   -h, --help            this text
 
 exit codes: 0 all correct, 1 a correctness failure, 2 bad input, 3 no usable GPU or a
-CUDA error outside any one shape
+CUDA error outside any one shape, 130 interrupted (Ctrl-C or SIGTERM: the shape in
+progress is dropped, those done are printed and kept in results/runs/*-interrupted.json)
 )";
 
 struct CliError {
@@ -288,6 +289,9 @@ int score(const std::vector<std::string>& args, bool timing) {
 
   RunResult run;
   run.meta = start_meta(o, sf, args, timing);
+  // Ctrl-C or SIGTERM stops after killing the shape in progress; the shapes
+  // already scored are kept (below).
+  catch_stop_signals();
   std::string failure;
   std::cerr << "scorer: measuring the GPU (copy bandwidth, matrix rate, launch cost)\n";
   const nlohmann::json cal = gpu_child([&] {
@@ -295,6 +299,10 @@ int score(const std::vector<std::string>& args, bool timing) {
     calibrate(m);
     return calibration_json(m);
   }, 300, &failure);
+  if (stop_requested()) {
+    std::cerr << "scorer: interrupted\n";
+    return kExitInterrupted;
+  }
   if (cal.is_null()) {
     std::cerr << "scorer: no usable GPU: " << failure << "\n";
     return kExitNoGpu;
@@ -311,6 +319,7 @@ int score(const std::vector<std::string>& args, bool timing) {
     const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + "]";
     const auto t0 = std::chrono::steady_clock::now();
     ShapeResult r = score_shape_in_child(s, ro, run.meta, prefix, o.shape_timeout_s);
+    if (stop_requested()) break;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r.status != "ok")
       std::cerr << prefix << " " << s.name << ": FAILED (" << r.status << "): " << r.reason << "\n";
@@ -319,8 +328,13 @@ int score(const std::vector<std::string>& args, bool timing) {
     run.shapes.push_back(std::move(r));
   }
 
-  const nlohmann::json end = gpu_child([] { return nlohmann::json{{"mhz", sm_clock_now_mhz()}}; }, 120, &failure);
-  if (!end.is_null()) run.meta.sm_clock_mhz_end = end["mhz"].get<double>();
+  const bool interrupted = stop_requested();
+  if (interrupted) {
+    std::cerr << "scorer: interrupted after " << run.shapes.size() << " of " << shapes.size() << " shapes\n";
+  } else {
+    const nlohmann::json end = gpu_child([] { return nlohmann::json{{"mhz", sm_clock_now_mhz()}}; }, 120, &failure);
+    if (!end.is_null()) run.meta.sm_clock_mhz_end = end["mhz"].get<double>();
+  }
 
   if (!o.recorded.empty()) apply_recorded(run, rec);
   BootstrapOptions bo;
@@ -329,18 +343,24 @@ int score(const std::vector<std::string>& args, bool timing) {
   std::cout << "\n";
   if (timing) {
     print_table(std::cout, run);
+    // An interrupted run is kept apart: latest.json always holds a whole run.
     try {
-      save_results(run, o.out);
       const std::string keep = "results/runs/" + utc_now("%Y%m%dT%H%M%SZ") + "-" +
-                               (run.meta.git_commit.empty() ? "nogit" : run.meta.git_commit.substr(0, 8)) + ".json";
+                               (run.meta.git_commit.empty() ? "nogit" : run.meta.git_commit.substr(0, 8)) +
+                               (interrupted ? "-interrupted" : "") + ".json";
+      if (!interrupted) save_results(run, o.out);
       save_results(run, keep);
-      std::cout << "\nresults: " << o.out << " (kept as " << keep << ")\n";
+      if (interrupted)
+        std::cout << "\npartial results (" << run.shapes.size() << " of " << shapes.size() << " shapes): " << keep
+                  << "\n";
+      else
+        std::cout << "\nresults: " << o.out << " (kept as " << keep << ")\n";
     } catch (const std::exception& e) {
       std::cerr << "scorer: cannot save results: " << e.what() << "\n";
       return kExitBadInput;
     }
     struct stat st{};
-    if (o.diff && stat(o.best.c_str(), &st) == 0) {
+    if (!interrupted && o.diff && stat(o.best.c_str(), &st) == 0) {
       std::cout << "\ncompared with the selected best (" << o.best << "):\n";
       try {
         DiffOptions d;
@@ -352,6 +372,7 @@ int score(const std::vector<std::string>& args, bool timing) {
   } else {
     print_check_table(std::cout, run);
   }
+  if (interrupted) return kExitInterrupted;
   return run.correctness_passed ? kExitOk : kExitIncorrect;
 }
 

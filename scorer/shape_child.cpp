@@ -16,7 +16,10 @@ ShapeResult score_shape_in_child(const Shape& s, const RunOptions& opt, const Ru
 ShapeResult shape_result_from_child(const Shape& s, const ChildOutcome& c) {
   ShapeResult r;
   r.shape = s;
-  if (c.kind == ChildOutcome::timed_out) {
+  if (c.kind == ChildOutcome::interrupted) {
+    r.status = "error";
+    r.reason = "interrupted before it finished";
+  } else if (c.kind == ChildOutcome::timed_out) {
     r.status = "timeout";
     r.reason = "hung: " + c.detail;
   } else if (c.kind == ChildOutcome::crashed) {
