@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "submission/cuda_check.h"
+
 namespace submission {
 namespace {
 
@@ -30,14 +32,6 @@ namespace {
                                __FILE__ + ":" + std::to_string(__LINE__) + ")");              \
   } while (0)
 
-#define DENSE_CUDA(call)                                                                        \
-  do {                                                                                          \
-    const cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess)                                                                      \
-      throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_) + " (" +     \
-                               __FILE__ + ":" + std::to_string(__LINE__) + ")");              \
-  } while (0)
-
 // 32 MiB: the workspace cuBLAS recommends on Hopper, and what the baseline gives it.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
@@ -46,7 +40,7 @@ class DenseCublasLt final : public Dense {
   DenseCublasLt(const DenseDims& d, const DenseWeights& w) : W_(w.W) {
     // A throwing constructor skips the destructor: release what was made.
     try {
-      DENSE_CUDA(cudaMalloc(&workspace_, kWorkspaceBytes));
+      SUBMISSION_CUDA(cudaMalloc(&workspace_, kWorkspaceBytes));
       DENSE_LT(cublasLtCreate(&lt_));
       DENSE_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
       // Column-major view of the row-major op: out^T[N, M] = W^T . X^T, W read

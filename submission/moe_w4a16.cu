@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "submission/cuda_check.h"
 #include "submission/moe_align.cuh"
 #include "submission/moe_gemv.cuh"
 #include "submission/moe_mma.cuh"
@@ -27,17 +28,11 @@ namespace {
 
 using namespace moe;
 
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("moe_w4a16: ") + what + ": " + cudaGetErrorString(e));
-}
-#define MOE_CUDA(call) check_cuda((call), #call)
-
 // Device allocation owned by the op.
 class DeviceMemory {
  public:
   DeviceMemory() = default;
-  explicit DeviceMemory(size_t bytes) { MOE_CUDA(cudaMalloc(&p_, bytes ? bytes : 1)); }
+  explicit DeviceMemory(size_t bytes) { SUBMISSION_CUDA(cudaMalloc(&p_, bytes ? bytes : 1)); }
   DeviceMemory(DeviceMemory&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
   DeviceMemory& operator=(DeviceMemory&& o) noexcept {
     std::swap(p_, o.p_);
@@ -86,8 +81,8 @@ MmaKernel pick_mma_kernel(bool contiguous, int block_tokens, int tile_rows) {
 
 int device_sm_count() {
   int dev = 0, sms = 0;
-  MOE_CUDA(cudaGetDevice(&dev));
-  MOE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  SUBMISSION_CUDA(cudaGetDevice(&dev));
+  SUBMISSION_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return sms;
 }
 
@@ -95,7 +90,7 @@ int device_sm_count() {
 // the largest routing can make.
 int persistent_grid(const void* fn, int threads, int smem, int sms, long long max_units) {
   int per_sm = 0;
-  MOE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+  SUBMISSION_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
   if (per_sm < 1) throw std::runtime_error("moe_w4a16: kernel does not fit on an SM");
   return int(std::max(1LL, std::min<long long>(max_units, (long long)per_sm * sms)));
 }
@@ -109,33 +104,33 @@ class MoeW4A16 final : public Moe {
     align_ws_ = DeviceMemory(align_ints * sizeof(int));
     // Zeros are a valid empty routing: no read of the workspace can ever see
     // an out-of-range block, expert or route, even before the first run.
-    MOE_CUDA(cudaMemset(align_ws_.as<int>(), 0, align_ints * sizeof(int)));
+    SUBMISSION_CUDA(cudaMemset(align_ws_.as<int>(), 0, align_ints * sizeof(int)));
     int* p = align_ws_.as<int>();
     routes_ = {p, p + 1, p + 1 + blocks, p + 1 + 2 * blocks, p + 1 + 2 * blocks + blocks * plan.block_tokens};
     h_ = DeviceMemory(routes * d.I * sizeof(bf16));
     align_smem_ = int(align_smem_bytes(d.E_local));
-    MOE_CUDA(cudaFuncSetAttribute(moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, align_smem_));
+    SUBMISSION_CUDA(cudaFuncSetAttribute(moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, align_smem_));
 
     if (plan.kernel == MoeKernel::gemv)
       gemv_grid_ = sms * 8;
     else
       prepare_mma(sms);
-    MOE_CUDA(cudaDeviceSynchronize());  // repacking done before the first run
+    SUBMISSION_CUDA(cudaDeviceSynchronize());  // repacking done before the first run
   }
 
   void run(const MoeIO& io, cudaStream_t stream) override {
     moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
         io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, routes_);
-    MOE_CUDA(cudaGetLastError());
+    SUBMISSION_CUDA(cudaGetLastError());
     if (plan_.kernel == MoeKernel::gemv) {
       const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,
                        reinterpret_cast<const uint16_t*>(w_.S2), io.X, io.topk_ids, io.topk_weights,
                        routes_, plan_.block_tokens, h_.as<bf16>(), io.out,
                        d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
       moe_gemv_up_kernel<<<gemv_grid_, kGemvThreads, 0, stream>>>(a);
-      MOE_CUDA(cudaGetLastError());
+      SUBMISSION_CUDA(cudaGetLastError());
       moe_gemv_down_kernel<<<gemv_grid_, kGemvThreads, 0, stream>>>(a);
-      MOE_CUDA(cudaGetLastError());
+      SUBMISSION_CUDA(cudaGetLastError());
       return;
     }
     MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup,
@@ -169,17 +164,17 @@ class MoeW4A16 final : public Moe {
     const int grid = sms * 16, threads = 256;
     moe_repack_kernel<<<grid, threads>>>(w_.W13, reinterpret_cast<const uint16_t*>(w_.S13),
                                          w13_.as<uint32_t>(), s13_.as<uint32_t>(), E, tiles13, H, I, true, pack13);
-    MOE_CUDA(cudaGetLastError());
+    SUBMISSION_CUDA(cudaGetLastError());
     moe_repack_kernel<<<grid, threads>>>(w_.W2, reinterpret_cast<const uint16_t*>(w_.S2),
                                          w2_.as<uint32_t>(), s2_.as<uint32_t>(), E, tiles2, I, I, false, pack2);
-    MOE_CUDA(cudaGetLastError());
+    SUBMISSION_CUDA(cudaGetLastError());
 
     const int row_groups_down = H / down_.tile_rows;
     partial_ = DeviceMemory(size_t(d_.M) * d_.k * H * sizeof(float));
     counters_ = DeviceMemory(size_t(d_.M) * row_groups_down * sizeof(int));
-    MOE_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
+    SUBMISSION_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
     for (const MmaKernel* k : {&up_, &down_})
-      MOE_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+      SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
     up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), kMmaThreads, up_.smem, sms,
                                (long long)plan_.max_blocks * (2 * I / up_.tile_rows));
     down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), kMmaThreads, down_.smem, sms,
@@ -197,7 +192,7 @@ class MoeW4A16 final : public Moe {
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = plan_.pdl ? 1 : 0;
-    MOE_CUDA(cudaLaunchKernelEx(&cfg, k.fn, a));
+    SUBMISSION_CUDA(cudaLaunchKernelEx(&cfg, k.fn, a));
   }
 
   MoeDims d_;

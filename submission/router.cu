@@ -29,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "submission/cuda_check.h"
 #include "submission/submission.h"
 #include "submission/variants.h"
 
@@ -48,10 +49,6 @@ constexpr int kFusedMaxE = 512; // 16 experts per lane in a top-k warp
 constexpr int kFusedMaxK = 16; // each of the k rounds is a step of the last block's serial tail
 constexpr int kLogitsWarps = 8;    // gemm_then_topk, first kernel
 constexpr int kTopkThreads = 256;  // gemm_then_topk, second kernel
-
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("router: ") + what + ": " + cudaGetErrorString(e));
-}
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
@@ -561,7 +558,7 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 class DeviceMemory {
  public:
-  explicit DeviceMemory(size_t bytes) { cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc"); }
+  explicit DeviceMemory(size_t bytes) { check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc"); }
   ~DeviceMemory() { cudaFree(ptr_); }
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -613,8 +610,8 @@ FusedKernel fused_kernel(const FusedPlan& pl) {
 
 int current_sm_count() {
   int dev = 0, sms = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
   return sms;
 }
 
@@ -626,10 +623,10 @@ class FusedRouter final : public Router {
         kernel_(cluster ? fused_kernel<true>(pl) : fused_kernel<false>(pl)),
         counter_(sizeof(unsigned)),
         ws_(ws_floats(d, pl, cluster) * sizeof(float)) {
-    cuda_check(cudaMemset(counter_.as<void>(), 0, sizeof(unsigned)), "cudaMemset");
-    cuda_check(cudaMemset(ws_.as<void>(), 0, ws_floats(d, pl, cluster) * sizeof(float)), "cudaMemset");
+    check_cuda(cudaMemset(counter_.as<void>(), 0, sizeof(unsigned)), "cudaMemset");
+    check_cuda(cudaMemset(ws_.as<void>(), 0, ws_floats(d, pl, cluster) * sizeof(float)), "cudaMemset");
     // The memsets run on the legacy stream; finish them before any call on the scorer's stream.
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     args_ = FusedArgs{w.Wg, nullptr, nullptr, nullptr, nullptr, ws_.as<float>(), counter_.as<unsigned>(),
                       d.T, d.H, d.E, d.k, pl.chunks};
   }
@@ -657,7 +654,7 @@ class FusedRouter final : public Router {
     a.weights = io.topk_weights;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = config(stream, &attr);
-    cuda_check(cudaLaunchKernelEx(&cfg, kernel_, a), "router_fused_kernel launch");
+    check_cuda(cudaLaunchKernelEx(&cfg, kernel_, a), "router_fused_kernel launch");
   }
 
  private:
@@ -713,11 +710,11 @@ class StagedRouter final : public Router {
         counters_((1 + size_t(pl.m_tiles)) * sizeof(unsigned)),
         slots_(size_t(pl.m_tiles) * pl.splits * kTileE * 8 * pl.NT * sizeof(float)),
         final_(size_t(d.T) * 32 * pl.P * sizeof(float)) {
-    cuda_check(cudaMemset(counters_.as<void>(), 0, (1 + size_t(pl.m_tiles)) * sizeof(unsigned)), "cudaMemset");
+    check_cuda(cudaMemset(counters_.as<void>(), 0, (1 + size_t(pl.m_tiles)) * sizeof(unsigned)), "cudaMemset");
     // Every block writes its whole slot before any block reads it; the final logits' padding
     // past E must read as zeros.
-    cuda_check(cudaMemset(final_.as<void>(), 0, size_t(d.T) * 32 * pl.P * sizeof(float)), "cudaMemset");
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check_cuda(cudaMemset(final_.as<void>(), 0, size_t(d.T) * 32 * pl.P * sizeof(float)), "cudaMemset");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     args_.f = FusedArgs{w.Wg, nullptr, nullptr, nullptr, nullptr, final_.as<float>(), counters_.as<unsigned>(),
                         d.T, d.H, d.E, d.k, pl.chunks};
     args_.slots = slots_.as<float>();
@@ -731,7 +728,7 @@ class StagedRouter final : public Router {
     a.f.ids = io.topk_ids;
     a.f.weights = io.topk_weights;
     kernel_<<<dim3(plan_.splits, plan_.m_tiles), plan_.warps * 32, 0, stream>>>(a);
-    cuda_check(cudaGetLastError(), "router_staged_kernel launch");
+    check_cuda(cudaGetLastError(), "router_staged_kernel launch");
   }
 
  private:
@@ -748,18 +745,18 @@ class GemmThenTopkRouter final : public Router {
   GemmThenTopkRouter(const RouterDims& d, const RouterWeights& w) : d_(d), W_(w.Wg) {
     const size_t smem = size_t(d.E) * sizeof(uint32_t);
     int dev = 0, optin = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+    check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
                "cudaDeviceGetAttribute");
     cudaFuncAttributes fa;
-    cuda_check(cudaFuncGetAttributes(&fa, router_topk_kernel), "cudaFuncGetAttributes");
+    check_cuda(cudaFuncGetAttributes(&fa, router_topk_kernel), "cudaFuncGetAttributes");
     const size_t smem_max = size_t(optin) - fa.sharedSizeBytes;
     if (smem > smem_max)
       throw std::invalid_argument("router gemm_then_topk: E=" + std::to_string(d.E) +
                                   " does not fit in shared memory");
     // The attribute belongs to the kernel, not to this object: set the device's limit, so that
     // routers of any E can run in any order.
-    cuda_check(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check_cuda(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(smem_max)),
                "cudaFuncSetAttribute");
   }
@@ -768,10 +765,10 @@ class GemmThenTopkRouter final : public Router {
     const dim3 grid(ceil_div(d_.T, 16), ceil_div(d_.E, kTileE));
     router_logits_kernel<<<grid, kLogitsWarps * 32, 0, stream>>>(W_, io.X, io.logits, d_.T, d_.H, d_.E,
                                                                  ceil_div(d_.H, kChunkK));
-    cuda_check(cudaGetLastError(), "router_logits_kernel launch");
+    check_cuda(cudaGetLastError(), "router_logits_kernel launch");
     router_topk_kernel<<<d_.T, kTopkThreads, size_t(d_.E) * sizeof(uint32_t), stream>>>(
         io.logits, io.topk_ids, io.topk_weights, d_.E, d_.k);
-    cuda_check(cudaGetLastError(), "router_topk_kernel launch");
+    check_cuda(cudaGetLastError(), "router_topk_kernel launch");
   }
 
  private:

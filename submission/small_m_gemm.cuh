@@ -51,17 +51,10 @@
 #include <string>
 #include <vector>
 
+#include "submission/cuda_check.h"
 #include "submission/submission.h"
 
 namespace submission::small_m {
-
-#define SMALL_M_CUDA(call)                                                                \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess)                                                                \
-      throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_) + " (" + \
-                               __FILE__ + ":" + std::to_string(__LINE__) + ")");         \
-  } while (0)
 
 // ------------------------------------------------------------------ tiling
 // A block owns kRows weight rows (its tile) and streams a range of k stages.
@@ -620,7 +613,7 @@ struct DeviceArray {
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
   ~DeviceArray() { cudaFree(ptr); }
-  void allocate(size_t n) { SMALL_M_CUDA(cudaMalloc(&ptr, n * sizeof(T))); }
+  void allocate(size_t n) { SUBMISSION_CUDA(cudaMalloc(&ptr, n * sizeof(T))); }
 };
 
 // Prepare-time half of the op: chooses the plan, packs W, owns the workspace.
@@ -641,9 +634,9 @@ class Engine {
       return;
     }
     int dev = 0, sms = 0, smem_optin = 0;
-    SMALL_M_CUDA(cudaGetDevice(&dev));
-    SMALL_M_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    SMALL_M_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    SUBMISSION_CUDA(cudaGetDevice(&dev));
+    SUBMISSION_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    SUBMISSION_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     plan_.predicted_us = 1e300;
     const bool any = forced == Kernel::automatic;
     // The bulk kernel is not measured yet, so "default" does not pick it.
@@ -675,7 +668,7 @@ class Engine {
       const size_t smem = wide ? smem_bytes<WideConfig>(plan_.ng) : smem_bytes<NarrowConfig>(plan_.ng);
       kernel<<<grid, threads, smem, stream>>>(p);
     }
-    SMALL_M_CUDA(cudaGetLastError());
+    SUBMISSION_CUDA(cudaGetLastError());
   }
 
  private:
@@ -684,12 +677,12 @@ class Engine {
     const auto kernel = mma_kernel<C, Bulk, Rows, Epi>(plan_.ng);
     const size_t smem = smem_bytes<C>(plan_.ng);
     if (smem > size_t(smem_optin)) return;
-    SMALL_M_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    SUBMISSION_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     // All global traffic bypasses L1 (cp.async.cg), so give the SM's memory to shared.
-    SMALL_M_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+    SUBMISSION_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
     int per_sm = 0;
-    SMALL_M_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, smem));
+    SUBMISSION_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, smem));
     if (per_sm < 1) return;
     const ConfigCost cost{C::kRows, C::kStageK, C::kStages, per_sm};
     const int n_tiles = (N_ + C::kRows - 1) / C::kRows;
@@ -714,16 +707,16 @@ class Engine {
     packed_.allocate(chunks);
     const int blocks = int(std::min<size_t>((chunks + 255) / 256, 65535));
     pack_weights_kernel<C><<<blocks, 256>>>(W_, N_, K_, plan_.k_stages, packed_.ptr, chunks);
-    SMALL_M_CUDA(cudaGetLastError());
+    SUBMISSION_CUDA(cudaGetLastError());
     if (plan_.splits > 1) {
       const size_t tiles = size_t(plan_.m_chunks) * plan_.n_tiles;
       const size_t frags = size_t(C::kWarpRows) * C::kTilesPerWarp * plan_.ng * 32;
       partials_.allocate(tiles * plan_.splits * frags);
       counters_.allocate(tiles);
-      SMALL_M_CUDA(cudaMemset(counters_.ptr, 0, tiles * sizeof(unsigned)));
+      SUBMISSION_CUDA(cudaMemset(counters_.ptr, 0, tiles * sizeof(unsigned)));
     }
     // The scorer's stream may not wait on the legacy stream: finish here.
-    SMALL_M_CUDA(cudaDeviceSynchronize());
+    SUBMISSION_CUDA(cudaDeviceSynchronize());
   }
 
   int M_, N_, K_;
