@@ -25,6 +25,8 @@ class ColdTimer {
 
   // Microseconds of one cold call of `call`. hold_stream = false for calls
   // that synchronise their stream (they would wait on the blocking kernel).
+  // Throws std::runtime_error when the hold ran out before the call was
+  // enqueued: a call must have run once, untimed, before it is timed here.
   double time_us(const std::function<void()>& call, bool hold_stream = true);
 
   void flush_l2();
@@ -33,7 +35,7 @@ class ColdTimer {
  private:
   cudaStream_t stream_;
   DeviceBuffer flush_;
-  volatile int* flag_host_ = nullptr;  // mapped: the blocking kernel polls it
+  volatile int* flag_host_ = nullptr;  // mapped: [0] release, polled by the blocking kernel; [1] hold ran out
   int* flag_dev_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };

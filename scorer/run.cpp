@@ -52,7 +52,7 @@ options:
   --target PCT          stop timing a shape when its 95% interval's half-width is under
                         PCT% of its speedup (default 1)
   --time-cap S          ... or after S seconds of timing (default 5)
-  --min-trials N        paired trials at least (default 20)
+  --min-trials N        paired trials at least (default 50)
   --max-trials N        paired trials at most (default 2000)
   --sets N              weight sets rotated through the trials (default 3)
   --checks N            fresh-input checks before and after timing (default 3)

@@ -20,7 +20,7 @@ struct RunOptions {
   uint64_t seed = 20261129;
   int checks = 3;                      // fresh-input checks before timing and again after
   int warmup = 5;                      // untimed paired calls first
-  int min_trials = 20;
+  int min_trials = 50;
   int max_trials = 2000;
   double target_rel_halfwidth = 0.01;  // stop when the interval's half-width is under 1% of the speedup
   double time_cap_s = 5.0;             // ... or after this long timing the shape
