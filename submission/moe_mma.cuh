@@ -12,9 +12,11 @@
 // routes; no reduction across warps or CTAs is needed for a unit.
 //
 // GEMM 1 (gate_up) ends a unit with SiLU(gate)*up rounded to bf16 into h.
-// GEMM 2 (down) writes each route's fp32 rows to a workspace and counts, per
-// (token, row group), how many of the token's routes are done; the CTA that
-// completes a token's count sums its routes in order j = 0..k-1, scaled by
+// GEMM 2 (down) may split its reduction into parts (moe_down_splits), each
+// part a unit of its own. It writes each (route, part)'s fp32 rows to a
+// workspace and counts, per (token, row group), how many of the token's
+// (route, part) units are done; the CTA that completes a token's count sums
+// its routes in order j = 0..k-1 (each route's parts in order), scaled by
 // topk_weights, and writes the bf16 output (deterministic: no float atomics;
 // the counter resets itself for the next call and for graph replays).
 #pragma once
@@ -64,15 +66,22 @@ struct MmaTile {
   static constexpr int kScaleBytes = kTiles * kTileGroupScaleWords * 4;
   static constexpr int kActBytes = kTokens * kGroup * 2;
   static constexpr int kStageBytes = mma_stage_bytes(kTokens, kTiles);
-  static constexpr int kStages = mma_stages(kTokens, kTiles);
-  // + the tokens this CTA combines after a GEMM 2 unit
-  static constexpr int kSmemBytes = kStages * kStageBytes + kTokens * 4;
   static_assert(kStageBytes == kWeightBytes + kScaleBytes + kActBytes + mma_meta_ints(kTokens) * 4, "");
-  static_assert(kStages >= 3, "pipeline too shallow");
-  static_assert(kSmemBytes <= kMmaSmemBudget, "");
   // Copy mapping of issue_weights/issue_acts: thread tid copies 16-byte chunk
   // tid%16 of slots tid/16 + 8j, and at most one 16-byte scale chunk.
   static_assert(kMmaThreads == 128 && kTiles * 2 <= kMmaThreads, "copy mapping");
+};
+
+// The pipeline of such a CTA when C of them share an SM: as many stages as
+// its share of shared memory holds.
+template <int NT, int RT, int C>
+struct MmaPipeline {
+  using T = MmaTile<NT, RT>;
+  static constexpr int kStages = mma_stages(T::kTokens, T::kTiles, C);
+  // + the tokens this CTA combines after a GEMM 2 unit
+  static constexpr int kSmemBytes = kStages * T::kStageBytes + T::kTokens * 4;
+  static_assert(kStages >= 3, "pipeline too shallow");
+  static_assert(kSmemBytes <= mma_smem_budget(C), "");
 };
 
 struct MmaGemmArgs {
@@ -80,11 +89,12 @@ struct MmaGemmArgs {
   const uint4* scales;      // repacked scales [tile-group][2 x 16 B]
   int tiles;                // 16-row tiles per expert: 2I/16 (GEMM 1), H/16 (GEMM 2)
   int groups;               // reduction dim / 128
+  int splits;               // parts the reduction is split into (a divisor of groups; 1 in GEMM 1)
   const __nv_bfloat16* act; // GEMM 1: X [M][H], row of route r = r/k; GEMM 2: h [M*k][I], row r
   AlignedRoutes routes;
   __nv_bfloat16* h;         // GEMM 1 output [M*k][I]
-  float* partial;           // GEMM 2: fp32 rows of each route [M*k][H]
-  int* counters;            // GEMM 2: finished routes per (token, row group), zero between calls
+  float* partial;           // GEMM 2: fp32 rows of each route and split [M*k][splits][H]
+  int* counters;            // GEMM 2: finished (route, split) units per (token, row group), zero between calls
   __nv_bfloat16* out;       // [M][H]
   const int32_t* topk_ids;  // [M][k]
   const float* topk_weights;
@@ -94,13 +104,13 @@ struct MmaGemmArgs {
 // What a thread needs to issue the loads of one unit.
 template <int NT>
 struct UnitMeta {
-  int block = -1, row_group = 0, expert = 0, routes = 0;
+  int block = -1, row_group = 0, split = 0, expert = 0, routes = 0;
   int route[NT];  // route of slot (tid/16) + 8j: the slots whose activations this thread copies
 };
 
 template <int NT, int RT>
 __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit, int units,
-                                                  int blocks) {
+                                                  int blocks, int splits) {
   constexpr int kTokens = 8 * NT;
   UnitMeta<NT> u;
 #pragma unroll
@@ -108,8 +118,11 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit
   if (unit >= units) return u;
   // Row-group-major: CTAs working at the same time share row groups, so the
   // GEMM 2 combine of a row group happens early instead of all at the end.
-  u.row_group = unit / blocks;
-  u.block = unit - u.row_group * blocks;
+  const int per_row_group = blocks * splits;
+  u.row_group = unit / per_row_group;
+  const int rest = unit - u.row_group * per_row_group;
+  u.split = rest / blocks;
+  u.block = rest - u.split * blocks;
   // L2 reads (.cg): GEMM 2 reads the routing before its PDL wait (see
   // moe_mma_kernel), when no L1 line of it can be older than the alignment.
   u.expert = __ldcg(a.routes.block_expert + u.block);
@@ -164,6 +177,7 @@ __device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<
     meta[0] = u.block;
     meta[1] = u.row_group;
     meta[2] = u.routes;
+    meta[3] = u.split;
   }
   if (chunk == 0) {
 #pragma unroll
@@ -267,10 +281,10 @@ __device__ __forceinline__ void store_h(const MmaGemmArgs& a, const int* meta,
 template <int NT, int RT>
 __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const int* meta,
                                                   const float (&acc)[RT][NT][4], int row_groups,
-                                                  int* combine) {
+                                                  int splits, int* combine) {
   using T = MmaTile<NT, RT>;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  const int row_group = meta[1], routes = meta[2];
+  const int row_group = meta[1], routes = meta[2], split = meta[3];
   const int* route = meta + 4;
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt) {
@@ -281,7 +295,7 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
       for (int c = 0; c < 2; ++c) {
         const int col = nt * 8 + 2 * t + c;
         if (col < routes) {
-          float* row = a.partial + size_t(route[col]) * a.H;
+          float* row = a.partial + (size_t(route[col]) * splits + split) * a.H;
           row[n] = acc[rt][nt][c];
           row[n + 8] = acc[rt][nt][2 + c];
         }
@@ -294,8 +308,8 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
   if (tid < routes) {
     const int m = route[tid] / a.k;
     int* counter = a.counters + size_t(m) * row_groups + row_group;
-    const bool last = atomicAdd(counter, 1) + 1 == a.routes.token_routes[m];
-    if (last) *counter = 0;  // every route of m is counted: reset for the next call
+    const bool last = atomicAdd(counter, 1) + 1 == a.routes.token_routes[m] * splits;
+    if (last) *counter = 0;  // every (route, split) of m is counted: reset for the next call
     combine[tid] = last ? m : -1;
     __threadfence();  // acquire: the other CTAs' partial rows before reading them
   }
@@ -306,16 +320,26 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
     for (int r = tid; r < T::kRows; r += kMmaThreads) {
       const int n = row_group * T::kRows + r;
       float sum = 0.f;
-      // Routes in order j; 8 at a time so that their loads are in flight
-      // together. Routes to other ranks add an exact 0.
+      // Routes in order j, each route's splits in order; 8 routes at a
+      // time so that their loads are in flight together. Routes to other
+      // ranks add an exact 0.
       for (int j0 = 0; j0 < a.k; j0 += 8) {
         float w[8], y[8];
+        bool local[8];
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
           const int j = j0 + u, rj = m * a.k + j;
-          const bool local = j < a.k && moe_local_expert(a.topk_ids[rj], a.ep_rank, a.E_local) >= 0;
-          w[u] = local ? a.topk_weights[rj] : 0.f;
-          y[u] = local ? __ldcg(a.partial + size_t(rj) * a.H + n) : 0.f;
+          local[u] = j < a.k && moe_local_expert(a.topk_ids[rj], a.ep_rank, a.E_local) >= 0;
+          w[u] = local[u] ? a.topk_weights[rj] : 0.f;
+          y[u] = 0.f;
+        }
+        for (int sp = 0; sp < splits; ++sp) {
+          float v[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u)
+            v[u] = local[u] ? __ldcg(a.partial + (size_t(m * a.k + j0 + u) * splits + sp) * a.H + n) : 0.f;
+#pragma unroll
+          for (int u = 0; u < 8; ++u) y[u] += v[u];
         }
 #pragma unroll
         for (int u = 0; u < 8; ++u) sum = fmaf(w[u], y[u], sum);
@@ -325,11 +349,17 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
   }
 }
 
-template <bool kDown, bool kContig, int NT, int RT>
-__global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(const MmaGemmArgs a) {
+// C: the CTAs per SM the kernel is built for (its register cap and its
+// pipeline depth, MmaPipeline). kSplit: GEMM 2 with a split reduction; the
+// kernels without it see splits = 1 at compile time (the split loop in the
+// combine measured ~10% slower GEMM 2 at M=256 when it was a runtime loop).
+template <bool kDown, bool kContig, int NT, int RT, int C, bool kSplit>
+__global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmArgs a) {
+  static_assert(kDown || !kSplit, "only GEMM 2 splits its reduction");
   using T = MmaTile<NT, RT>;
+  using P = MmaPipeline<NT, RT, C>;
   extern __shared__ __align__(16) unsigned char mma_smem[];
-  int* combine = reinterpret_cast<int*>(mma_smem + T::kStages * T::kStageBytes);
+  int* combine = reinterpret_cast<int*>(mma_smem + P::kStages * T::kStageBytes);
 
   // GEMM 1 needs the alignment for everything. GEMM 2 reads the routing
   // before its wait: under PDL it starts only once every GEMM 1 CTA has passed
@@ -340,29 +370,32 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(con
   }
   const int blocks = __ldcg(a.routes.num_blocks);
   const int row_groups = a.tiles / T::kTiles;
-  const int units = blocks * row_groups;
+  const int splits = kSplit ? a.splits : 1;
+  const int units = blocks * row_groups * splits;
   const int my_units = int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
-  const int total = my_units * a.groups;
+  const int unit_groups = a.groups / splits;  // the groups of one unit's part of the reduction
+  const int total = my_units * unit_groups;
 
   // Producer: runs kStages-1 stages ahead of the consumer, across unit
   // boundaries. The next unit's metadata is loaded one unit early so that its
   // global reads never stall the pipeline.
   int issued = 0, p_unit = 0, p_group = 0, p_slot = 0;
-  UnitMeta<NT> cur = load_unit<NT, RT>(a, blockIdx.x, units, blocks);
-  UnitMeta<NT> next = load_unit<NT, RT>(a, blockIdx.x + gridDim.x, units, blocks);
+  UnitMeta<NT> cur = load_unit<NT, RT>(a, blockIdx.x, units, blocks, splits);
+  UnitMeta<NT> next = load_unit<NT, RT>(a, blockIdx.x + gridDim.x, units, blocks, splits);
   enum Part { kAll, kWeightsOnly, kActsOnly };
   auto issue = [&](Part part) {
     if (issued < total) {
       unsigned char* stage = mma_smem + p_slot * T::kStageBytes;
-      if (part != kActsOnly) issue_weights<kContig, NT, RT>(a, cur, p_group, stage);
-      if (part != kWeightsOnly) issue_acts<kDown, NT, RT>(a, cur, p_group, stage);
+      const int group = cur.split * unit_groups + p_group;
+      if (part != kActsOnly) issue_weights<kContig, NT, RT>(a, cur, group, stage);
+      if (part != kWeightsOnly) issue_acts<kDown, NT, RT>(a, cur, group, stage);
       ++issued;
-      p_slot = p_slot + 1 == T::kStages ? 0 : p_slot + 1;
-      if (++p_group == a.groups) {
+      p_slot = p_slot + 1 == P::kStages ? 0 : p_slot + 1;
+      if (++p_group == unit_groups) {
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<NT, RT>(a, blockIdx.x + (p_unit + 1) * gridDim.x, units, blocks);
+        next = load_unit<NT, RT>(a, blockIdx.x + (p_unit + 1) * gridDim.x, units, blocks, splits);
       }
     }
     cp_async_commit();  // empty groups keep the wait count uniform
@@ -373,17 +406,17 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(con
     const int issued0 = issued, p_unit0 = p_unit, p_group0 = p_group, p_slot0 = p_slot;
     const UnitMeta<NT> cur0 = cur, next0 = next;
 #pragma unroll 1
-    for (int s = 0; s < T::kStages - 1; ++s) issue(kWeightsOnly);
+    for (int s = 0; s < P::kStages - 1; ++s) issue(kWeightsOnly);
     pdl_wait();
     pdl_launch_dependents();
     issued = issued0, p_unit = p_unit0, p_group = p_group0, p_slot = p_slot0;
     cur = cur0, next = next0;
 #pragma unroll 1
-    for (int s = 0; s < T::kStages - 1; ++s) issue(kActsOnly);
+    for (int s = 0; s < P::kStages - 1; ++s) issue(kActsOnly);
     cp_async_wait<0>();  // the prologue's two groups per stage; the loop counts one
   } else {
 #pragma unroll 1
-    for (int s = 0; s < T::kStages - 1; ++s) issue(kAll);
+    for (int s = 0; s < P::kStages - 1; ++s) issue(kAll);
   }
 
   float acc[RT][NT][4];
@@ -397,16 +430,16 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(con
   int c_group = 0, c_slot = 0;
 #pragma unroll 1
   for (int f = 0; f < total; ++f) {
-    cp_async_wait<T::kStages - 2>();  // this thread's copies of stage f landed
+    cp_async_wait<P::kStages - 2>();  // this thread's copies of stage f landed
     __syncthreads();                  // everyone's did; slot f-1 is free
     issue(kAll);                      // stage f + kStages - 1 into slot f-1
     const unsigned char* stage = mma_smem + c_slot * T::kStageBytes;
     const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
     compute_stage<NT, RT>(stage, meta[2], acc);
-    if (++c_group == a.groups) {
+    if (++c_group == unit_groups) {
       c_group = 0;
       if constexpr (kDown)
-        store_and_combine<NT, RT>(a, meta, acc, row_groups, combine);
+        store_and_combine<NT, RT>(a, meta, acc, row_groups, splits, combine);
       else
         store_h<NT, RT>(a, meta, acc);
 #pragma unroll
@@ -416,7 +449,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaCtasPerSm) moe_mma_kernel(con
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
     }
-    c_slot = c_slot + 1 == T::kStages ? 0 : c_slot + 1;
+    c_slot = c_slot + 1 == P::kStages ? 0 : c_slot + 1;
   }
   cp_async_wait<0>();
 

@@ -53,28 +53,49 @@ void validate_moe_dims(const MoeDims& d) {
   if ((long long)d.M * d.k >= (1ll << 30)) fail("M*k too large");
 }
 
-double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
-                        int sm_count) {
-  // Uniform routing: expected experts touched and routes on each.
+namespace {
+
+// Uniform routing: the expected number of blocks, and of routes per touched expert.
+struct ExpectedRouting {
+  double blocks = 0, per_expert = 0;
+};
+ExpectedRouting expected_routing(const MoeDims& d, int block_tokens) {
   const double routes = double(d.M) * d.k * d.E_local / d.E_global;
   const double touched = d.E_local * (1.0 - std::pow(1.0 - double(d.k) / d.E_global, d.M));
-  if (touched <= 0 || routes <= 0) return 0;
+  if (touched <= 0 || routes <= 0) return {};
   const double per_expert = std::max(1.0, routes / touched);
-  const double blocks = touched * std::ceil(per_expert / block_tokens);
-  const double units = blocks * rows / tile_rows;
+  return {touched * std::ceil(per_expert / block_tokens), per_expert};
+}
+
+}  // namespace
+
+double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
+                        int sm_count, int ctas_per_sm) {
+  const ExpectedRouting r = expected_routing(d, block_tokens);
+  if (r.blocks <= 0) return 0;
+  const double units = r.blocks * rows / tile_rows;
   const int tiles = tile_rows / kTileRows;
-  const double grid = std::min<double>(double(sm_count) * kMmaCtasPerSm,
+  const double grid = std::min<double>(double(sm_count) * ctas_per_sm,
                                        double(moe_max_blocks(d.M, d.k, d.E_local, block_tokens)) * rows / tile_rows);
   const double unit_bytes = double(tile_rows) * K * (0.5 + 2.0 / kGroup);
-  const double cta_in_flight = double(mma_stages(block_tokens, tiles) - 1) * tiles *
+  const double cta_in_flight = double(mma_stages(block_tokens, tiles, ctas_per_sm) - 1) * tiles *
                                (kTileGroupBytes + kTileGroupScaleWords * 4);
   double us = 0;
   for (double left = units; left > 0; left -= grid) {
     const double active = std::min(grid, left);
     us += active * unit_bytes / std::min(kHbmBytesPerUs, active * cta_in_flight / kHbmLatencyUs);
   }
-  const double act_bytes = units * std::min<double>(per_expert, block_tokens) * K * 2;
+  const double act_bytes = units * std::min<double>(r.per_expert, block_tokens) * K * 2;
   return us + act_bytes / kL2BytesPerUs;
+}
+
+int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas) {
+  const int groups = d.I / kGroup;
+  const double units = expected_routing(d, block_tokens).blocks * d.H / tile_rows;
+  int best = 1;
+  for (int s = 2; s <= groups / kMinGroupsPerSplit; ++s)
+    if (groups % s == 0 && units * s <= resident_ctas) best = s;
+  return best;
 }
 
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
@@ -89,10 +110,14 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // 128-row units hold twice the accumulators; with 64-token blocks that
   // exceeds the register budget of three CTAs per SM.
   const bool rows128_fits = p.block_tokens <= 32;
+  const bool occupancy = variant == "mma_occ" || variant == "mma_occ_splitk";
+  auto ctas = [&](int tile_rows) {
+    return occupancy ? mma_max_ctas_per_sm(p.block_tokens, tile_rows / kTileRows) : 3;
+  };
   auto pick = [&](int rows, int K) {
     if (!rows128_fits) return 64;
-    const double c64 = moe_gemm_cost_us(d, p.block_tokens, rows, K, 64, sm_count);
-    const double c128 = moe_gemm_cost_us(d, p.block_tokens, rows, K, 128, sm_count);
+    const double c64 = moe_gemm_cost_us(d, p.block_tokens, rows, K, 64, sm_count, ctas(64));
+    const double c128 = moe_gemm_cost_us(d, p.block_tokens, rows, K, 128, sm_count, ctas(128));
     // Ties go to 128 rows: half the activation reads and shared-memory traffic.
     return c128 <= 1.02 * c64 ? 128 : 64;
   };
@@ -104,7 +129,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // one FMA per weight and route on CUDA cores. So even at one route per
   // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
   // stay as the simple fallback.
-  if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig") {
+  if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
+      variant == "mma_occ" || variant == "mma_occ_splitk") {
     p.tile_rows_up = pick(2 * d.I, d.H);
     p.tile_rows_down = pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
@@ -116,6 +142,13 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   } else {
     throw std::invalid_argument("moe_w4a16: unknown variant '" + variant + "'");
   }
+  p.ctas_up = ctas(p.tile_rows_up);
+  p.ctas_down = ctas(p.tile_rows_down);
+  // Split GEMM 2 where its units leave CTAs idle, except in the variants
+  // kept as references without it and in the per-unit layout, whose packs
+  // span a unit's whole reduction.
+  if (variant != "mma" && variant != "mma_occ" && variant != "mma_contig")
+    p.splits_down = moe_down_splits(d, p.block_tokens, p.tile_rows_down, sm_count * p.ctas_down);
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";
   p.unit_contiguous = variant == "mma_contig";

@@ -155,29 +155,42 @@ MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) {
 }
 
 // ------------------------------------------------------------ GEMM geometry
-// The tensor-core GEMMs (moe_mma.cuh): persistent CTAs of 4 warps, 3 per SM,
-// each streaming its work units through a cp.async pipeline of stages of one
-// scale group: the unit's weights and scales, the block's activations and the
-// stage's metadata. Shared here so that the plan's model sees what the kernels
-// do.
+// The tensor-core GEMMs (moe_mma.cuh): persistent CTAs of 4 warps, 3 or 6 per
+// SM, each streaming its work units through a cp.async pipeline of stages of
+// one scale group: the unit's weights and scales, the block's activations and
+// the stage's metadata. Shared here so that the plan's model sees what the
+// kernels do.
+//
+// CTAs per SM: at these sizes the kernels are bound by issue latency, not by
+// bytes in flight (3 CTAs of 12 stages keep ~100 KB in flight per SM, three
+// times what HBM needs), so trading pipeline depth for warps pays where the
+// registers and shared memory allow it: 6 CTAs cap a thread at 85 registers,
+// which the kernels of blocks of 8 and 16 routes fit, and need 3 stages in a
+// sixth of the SM's shared memory; other kernels keep 3.
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = 32 * kMmaWarps;
-constexpr int kMmaCtasPerSm = 3;
-// Shared memory per CTA: three fit the 227 KB of an SM with the per-CTA reserve.
-constexpr int kMmaSmemBudget = 72 * 1024;
+// Shared memory of an SM for the kernels' CTAs: 227 KB less a 1 KB per-CTA
+// reserve for up to 6 CTAs, rounded down to a multiple of 6 KB.
+constexpr int kMmaSmemPerSm = 216 * 1024;
 constexpr int kMmaMaxStages = 12;
+constexpr int mma_smem_budget(int ctas_per_sm) { return kMmaSmemPerSm / ctas_per_sm; }
 
-// block, row group, valid routes, (pad), then the route of each of `tokens` slots
+// block, row group, valid routes, split, then the route of each of `tokens` slots
 constexpr int mma_meta_ints(int tokens) { return (4 + tokens + 3) / 4 * 4; }
 constexpr int mma_stage_bytes(int tokens, int tiles) {
   return tiles * (kTileGroupBytes + kTileGroupScaleWords * 4) + tokens * kGroup * 2 +
          mma_meta_ints(tokens) * 4;
 }
 // As many stages as the budget holds next to the combine list (tokens ints).
-constexpr int mma_stages(int tokens, int tiles) {
-  return (kMmaSmemBudget - tokens * 4) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
-             ? (kMmaSmemBudget - tokens * 4) / mma_stage_bytes(tokens, tiles)
+constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm) {
+  return (mma_smem_budget(ctas_per_sm) - tokens * 4) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
+             ? (mma_smem_budget(ctas_per_sm) - tokens * 4) / mma_stage_bytes(tokens, tiles)
              : kMmaMaxStages;
+}
+// The most CTAs per SM a kernel of blocks of `tokens` routes and units of
+// `tiles` 16-row tiles may use (see above).
+constexpr int mma_max_ctas_per_sm(int tokens, int tiles) {
+  return tokens <= 16 && mma_stages(tokens, tiles, 6) >= 3 ? 6 : 3;
 }
 
 // ------------------------------------------------------------ plan
@@ -193,6 +206,9 @@ struct MoePlan {
   int max_blocks = 0;      // workspace bound over every routing
   int tile_rows_up = 0;    // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
   int tile_rows_down = 0;  // mma: the same for GEMM 2
+  int ctas_up = 3;         // mma: resident CTAs per SM, GEMM 1 (3, or 6: mma_max_ctas_per_sm)
+  int ctas_down = 3;       // mma: the same for GEMM 2
+  int splits_down = 1;     // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
 };
 
@@ -202,12 +218,18 @@ void validate_moe_dims(const MoeDims& d);
 // The plan for a variant; throws std::invalid_argument for an unknown variant
 // or one that cannot run the shape (mma_rows128 with blocks of 64). sm_count
 // feeds the model.
-//   default, mma  tensor cores, tile rows from the model, GEMMs PDL-chained
-//   mma_rows64    the same with 64-row units in both GEMMs
-//   mma_rows128   the same with 128-row units
-//   mma_nopdl     the model's configuration with plain launches
-//   mma_contig    the default's configuration with each work unit's weights
-//                 and scales packed into one contiguous stream
+//   default       tensor cores, tile rows from the model, GEMM 2's reduction
+//                 split where its units leave CTAs idle (moe_down_splits),
+//                 GEMMs PDL-chained
+//   mma           the same without the split (the previous default)
+//   mma_rows64    the default with 64-row units in both GEMMs
+//   mma_rows128   the default with 128-row units
+//   mma_nopdl     the default with plain launches
+//   mma_contig    mma with each work unit's weights and scales packed into
+//                 one contiguous stream (no split: a pack spans the unit)
+//   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the
+//                 kernel allows it (mma_max_ctas_per_sm)
+//   mma_occ_splitk  mma_occ with the split
 //   gemv          CUDA cores on the weights as given (moe_gemv.cuh)
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
 
@@ -218,6 +240,19 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
 // together, sharing HBM bandwidth, each limited by the bytes its pipeline keeps
 // in flight. Plus the activation bytes each unit re-reads from L2.
 double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
-                        int sm_count);
+                        int sm_count, int ctas_per_sm);
+
+// GEMM 2 splits its reduction (I) into parts, each a work unit of its own
+// whose fp32 rows the combine sums in a fixed order, when the expected units
+// (blocks x H/tile_rows, uniform routing) leave resident CTAs idle: mixtral at
+// M=1 has 2 blocks x 64 row groups = 128 units for 396 CTAs. The result is the
+// largest divisor s of I/128 whose units still run in one wave (units x s <=
+// resident CTAs), with at least kMinGroupsPerSplit groups per part. One wave,
+// because each persistent CTA streams its units one after another at a rate
+// of its own (ncu: the GEMMs are latency-bound, DRAM at 15-40%): a second,
+// partial wave of split units costs as long as the first (measured: mixtral
+// M=64 split in 2 for 512 units on 396 CTAs, GEMM 2 196 -> 246 us).
+constexpr int kMinGroupsPerSplit = 4;
+int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas);
 
 }  // namespace submission::moe

@@ -9,7 +9,7 @@
 // The tensor-core variants chain 2 and 3 with programmatic dependent launch,
 // so each grid is resident and waiting when its predecessor finishes.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
-// mma_contig, gemv.
+// mma_contig, mma_occ, mma_occ_splitk, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -54,29 +54,54 @@ struct MmaKernel {
   int smem;
   int tile_rows;
 };
-template <bool kDown, bool kContig, int NT, int RT>
+template <bool kDown, bool kContig, bool kSplit, int NT, int RT, int C>
 MmaKernel mma_kernel() {
-  return {moe_mma_kernel<kDown, kContig, NT, RT>, MmaTile<NT, RT>::kSmemBytes, MmaTile<NT, RT>::kRows};
+  return {moe_mma_kernel<kDown, kContig, NT, RT, C, kSplit>, MmaPipeline<NT, RT, C>::kSmemBytes,
+          MmaTile<NT, RT>::kRows};
 }
-// The instantiation for a block size and tile rows: 8-route token tiles
-// NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per warp.
-template <bool kDown, bool kContig>
-MmaKernel pick_mma_kernel(int block_tokens, int tile_rows) {
-  const bool r2 = tile_rows == 128;
-  switch (block_tokens) {
-    case 8: return r2 ? mma_kernel<kDown, kContig, 1, 2>() : mma_kernel<kDown, kContig, 1, 1>();
-    case 16: return r2 ? mma_kernel<kDown, kContig, 2, 2>() : mma_kernel<kDown, kContig, 2, 1>();
-    case 32: return r2 ? mma_kernel<kDown, kContig, 4, 2>() : mma_kernel<kDown, kContig, 4, 1>();
-    case 64:
-      if (!r2) return mma_kernel<kDown, kContig, 8, 1>();
-      break;
+// The instantiation for a block size, tile rows and CTAs per SM: 8-route
+// token tiles NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per
+// warp; C = 6 exists where mma_max_ctas_per_sm allows it. kContig, kSplit:
+// see moe_mma_kernel.
+template <bool kDown, bool kContig, bool kSplit, int NT, int RT>
+MmaKernel six_per_sm() {
+  if constexpr (mma_max_ctas_per_sm(8 * NT, kMmaWarps * RT) == 6)
+    return mma_kernel<kDown, kContig, kSplit, NT, RT, 6>();
+  throw std::invalid_argument("moe_w4a16: no kernel for this block size with 6 CTAs per SM");
+}
+template <bool kDown, bool kContig, bool kSplit, int NT>
+MmaKernel pick_rows(int tile_rows, int ctas) {
+  if (ctas == 6)
+    return tile_rows == 128 ? six_per_sm<kDown, kContig, kSplit, NT, 2>() : six_per_sm<kDown, kContig, kSplit, NT, 1>();
+  if (ctas != 3) throw std::invalid_argument("moe_w4a16: no kernel for this many CTAs per SM");
+  if constexpr (NT < 8) {
+    if (tile_rows == 128) return mma_kernel<kDown, kContig, kSplit, NT, 2, 3>();
+  } else {
+    if (tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
   }
-  throw std::invalid_argument("moe_w4a16: no kernel for this block size and tile");
+  return mma_kernel<kDown, kContig, kSplit, NT, 1, 3>();
+}
+template <bool kDown, bool kContig, bool kSplit>
+MmaKernel pick_mma_kernel(int block_tokens, int tile_rows, int ctas) {
+  switch (block_tokens) {
+    case 8: return pick_rows<kDown, kContig, kSplit, 1>(tile_rows, ctas);
+    case 16: return pick_rows<kDown, kContig, kSplit, 2>(tile_rows, ctas);
+    case 32: return pick_rows<kDown, kContig, kSplit, 4>(tile_rows, ctas);
+    case 64: return pick_rows<kDown, kContig, kSplit, 8>(tile_rows, ctas);
+  }
+  throw std::invalid_argument("moe_w4a16: no kernel for this block size");
 }
 template <bool kDown>
-MmaKernel pick_mma_kernel(bool contiguous, int block_tokens, int tile_rows) {
-  return contiguous ? pick_mma_kernel<kDown, true>(block_tokens, tile_rows)
-                    : pick_mma_kernel<kDown, false>(block_tokens, tile_rows);
+MmaKernel pick_mma_kernel(const MoePlan& p, int tile_rows) {
+  const int ctas = kDown ? p.ctas_down : p.ctas_up;
+  if constexpr (kDown) {
+    if (p.splits_down > 1) {
+      if (p.unit_contiguous) throw std::invalid_argument("moe_w4a16: no split kernel for contiguous units");
+      return pick_mma_kernel<true, false, true>(p.block_tokens, tile_rows, ctas);
+    }
+  }
+  return p.unit_contiguous ? pick_mma_kernel<kDown, true, false>(p.block_tokens, tile_rows, ctas)
+                           : pick_mma_kernel<kDown, false, false>(p.block_tokens, tile_rows, ctas);
 }
 
 int device_sm_count() {
@@ -133,7 +158,7 @@ class MoeW4A16 final : public Moe {
       SUBMISSION_CUDA(cudaGetLastError());
       return;
     }
-    MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup,
+    MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup, 1,
                    io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
                    io.out, io.topk_ids, io.topk_weights,
                    d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
@@ -142,6 +167,7 @@ class MoeW4A16 final : public Moe {
     down.scales = s2_.as<uint4>();
     down.tiles = d_.H / kTileRows;
     down.groups = d_.I / kGroup;
+    down.splits = plan_.splits_down;
     down.act = h_.as<bf16>();
     launch(up_, up_grid_, up, stream);
     launch(down_, down_grid_, down, stream);
@@ -156,8 +182,8 @@ class MoeW4A16 final : public Moe {
     s13_ = DeviceMemory(tg13 * kTileGroupScaleWords * 4);
     w2_ = DeviceMemory(tg2 * kTileGroupBytes);
     s2_ = DeviceMemory(tg2 * kTileGroupScaleWords * 4);
-    up_ = pick_mma_kernel<false>(plan_.unit_contiguous, plan_.block_tokens, plan_.tile_rows_up);
-    down_ = pick_mma_kernel<true>(plan_.unit_contiguous, plan_.block_tokens, plan_.tile_rows_down);
+    up_ = pick_mma_kernel<false>(plan_, plan_.tile_rows_up);
+    down_ = pick_mma_kernel<true>(plan_, plan_.tile_rows_down);
     // Tiles per pack of the layout (tile_group_index): the kernels' units, or 1.
     const int pack13 = plan_.unit_contiguous ? up_.tile_rows / kTileRows : 1;
     const int pack2 = plan_.unit_contiguous ? down_.tile_rows / kTileRows : 1;
@@ -170,7 +196,7 @@ class MoeW4A16 final : public Moe {
     SUBMISSION_CUDA(cudaGetLastError());
 
     const int row_groups_down = H / down_.tile_rows;
-    partial_ = DeviceMemory(size_t(d_.M) * d_.k * H * sizeof(float));
+    partial_ = DeviceMemory(size_t(d_.M) * d_.k * plan_.splits_down * H * sizeof(float));
     counters_ = DeviceMemory(size_t(d_.M) * row_groups_down * sizeof(int));
     SUBMISSION_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
     for (const MmaKernel* k : {&up_, &down_})
@@ -178,7 +204,7 @@ class MoeW4A16 final : public Moe {
     up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), kMmaThreads, up_.smem, sms,
                                (long long)plan_.max_blocks * (2 * I / up_.tile_rows));
     down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), kMmaThreads, down_.smem, sms,
-                                 (long long)plan_.max_blocks * (H / down_.tile_rows));
+                                 (long long)plan_.max_blocks * (H / down_.tile_rows) * plan_.splits_down);
   }
 
   void launch(const MmaKernel& k, int grid, const MmaGemmArgs& a, cudaStream_t stream) {
@@ -224,7 +250,8 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const st
 
 namespace detail {
 std::vector<std::string> moe_variants() {
-  return {"default", "mma", "mma_rows64", "mma_rows128", "mma_nopdl", "mma_contig", "gemv"};
+  return {"default",    "mma",     "mma_rows64",     "mma_rows128", "mma_nopdl",
+          "mma_contig", "mma_occ", "mma_occ_splitk", "gemv"};
 }
 }  // namespace detail
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/bf16_host.h"
@@ -143,6 +145,35 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     CHECK(plan_moe(d, "gemv", kSms).kernel == MoeKernel::gemv);
   }
   CHECK(plan_moe(mixtral64, "mma_rows128", kSms).tile_rows_down == 128);
+  for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
+                           MoeDims{8, 7168, 2048, 256, 32, 8, 0}, mixtral1, mixtral64}) {
+    CAPTURE(d.M);
+    CAPTURE(d.H);
+    for (const char* v : {"default", "mma", "mma_occ", "mma_occ_splitk", "mma_contig"}) {
+      const MoePlan p = plan_moe(d, v, kSms);
+      const bool occ = std::string(v).find("occ") != std::string::npos;
+      const bool split = std::string(v) == "default" || std::string(v) == "mma_occ_splitk";
+      for (auto [ctas, rows] : {std::pair{p.ctas_up, p.tile_rows_up}, std::pair{p.ctas_down, p.tile_rows_down}})
+        CHECK(ctas == (occ ? mma_max_ctas_per_sm(p.block_tokens, rows / kTileRows) : 3));
+      CHECK((d.I / kGroup) % p.splits_down == 0);
+      CHECK(d.I / kGroup / p.splits_down >= kMinGroupsPerSplit);
+      if (!split) CHECK(p.splits_down == 1);
+    }
+  }
+  // mixtral M=1: 2 blocks x 64 row groups = 128 GEMM 2 units for 396
+  // resident CTAs: I (112 groups) splits in 2, the largest divisor that keeps
+  // one wave; with 6 CTAs per SM (792) in 4 (7 would make 896). qwen3 M=256
+  // and mixtral M=64 (256 units of 128 rows) have no second split in one wave.
+  CHECK(plan_moe(mixtral1, "default", kSms).splits_down == 2);
+  CHECK(plan_moe(mixtral1, "mma_occ_splitk", kSms).splits_down == 4);
+  CHECK(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "default", kSms).splits_down == 1);
+  CHECK(plan_moe(mixtral64, "default", kSms).splits_down == 1);
+  // Six CTAs only where a pipeline of 3 stages fits a sixth of shared memory
+  // and a thread's accumulators fit 85 registers.
+  CHECK(mma_max_ctas_per_sm(8, 4) == 6);
+  CHECK(mma_max_ctas_per_sm(16, 4) == 6);
+  CHECK(mma_max_ctas_per_sm(16, 8) == 3);
+  CHECK(mma_max_ctas_per_sm(32, 4) == 3);
   CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
   CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
   const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},

@@ -271,6 +271,17 @@ TEST_CASE("moe M = 300: blocks of 64, several blocks per expert, one scale group
   check_all_variants(MoeDims{300, 256, 128, 8, 8, 2, 0}, kAnyExpert, 18);
 }
 
+TEST_CASE("moe GEMM 2 split over I, under EP and with a token routed off-rank") {
+  // One or two blocks of few rows: the splitting variants cut I (10 and 16
+  // groups) into 2 and 4 parts whose rows the combine must add in order.
+  for (const MoeDims& d : {MoeDims{3, 256, 1280, 16, 8, 2, 0}, MoeDims{2, 128, 2048, 16, 8, 3, 1}}) {
+    CAPTURE(d.I);
+    const submission::moe::MoePlan p = submission::moe::plan_moe(d, "default", 132);
+    CHECK(p.splits_down == (d.I == 1280 ? 2 : 4));
+    check_all_variants(d, [&](int m, int, int e) { return m != 1 || !is_local(d, e); }, 19 + d.M);
+  }
+}
+
 namespace {
 
 // A public-size shape: the whole batch runs on the device, a few tokens are
