@@ -55,9 +55,17 @@ std::string speedup_text(const Interval& i) {
   return fmt("%.4fx", i.point) + " [" + fmt("%.4f", i.lo) + ", " + fmt("%.4f", i.hi) + "]";
 }
 
+std::string percent_text(double ratio) { return fmt("%+.1f%%", (ratio - 1) * 100); }
+
 std::string change_text(const Interval& c) {
-  auto pct = [](double r) { return fmt("%+.1f%%", (r - 1) * 100); };
-  return pct(c.point) + " [" + pct(c.lo) + ", " + pct(c.hi) + "]";
+  return percent_text(c.point) + " [" + percent_text(c.lo) + ", " + percent_text(c.hi) + "]";
+}
+
+// " (baseline time +x%, submission +y%)" where the verdict is the baseline's drift, else "".
+std::string drift_text(const TimeDrift& t, Verdict v) {
+  if (!t.moved(v)) return "";
+  return " (baseline time " + percent_text(t.baseline_change) + ", submission " +
+         percent_text(t.candidate_change) + ")";
 }
 
 std::string shape_cell(const ShapeResult* s) {
@@ -81,6 +89,14 @@ const RegimeResult* find_regime(const RunResult& run, const std::string& name) {
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 }  // namespace
+
+bool TimeDrift::moved(Verdict v) const {
+  return v != Verdict::same && std::fabs(std::log(baseline_change)) > std::fabs(std::log(candidate_change));
+}
+
+bool ShapeDiff::baseline_moved() const {
+  return presence == Presence::both && TimeDrift{baseline_change, candidate_change}.moved(verdict);
+}
 
 const char* verdict_name(Verdict v) {
   switch (v) {
@@ -141,7 +157,7 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
   for (ShapeDiff& s : d.shapes) {
     if (!regime_index.count(s.regime)) {
       regime_index[s.regime] = static_cast<int>(d.regimes.size());
-      d.regimes.push_back({s.regime, 0, {}, Verdict::same});
+      d.regimes.push_back({s.regime, 0, {}, Verdict::same, {}});
     }
     bool l = scored(s.latest), b = scored(s.best);
     if (!s.latest) continue;
@@ -198,20 +214,29 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     agg_logs[r] = total / both.size();
   }
 
-  std::vector<double> regime_point(nreg, 0.0);
-  double agg_point = 0;
+  std::vector<double> regime_point(nreg, 0.0), regime_base(nreg, 0.0), regime_cand(nreg, 0.0);
+  double agg_point = 0, agg_base = 0, agg_cand = 0;
   for (size_t i = 0; i < both.size(); ++i) {
-    both[i]->change = interval_of(point[i], shape_logs[i], opt.level);
-    both[i]->verdict = verdict_of(both[i]->change, min_change);
+    ShapeDiff& s = *both[i];
+    s.change = interval_of(point[i], shape_logs[i], opt.level);
+    s.verdict = verdict_of(s.change, min_change);
+    s.baseline_change = median(s.latest->baseline_us) / median(s.best->baseline_us);
+    s.candidate_change = median(s.latest->candidate_us) / median(s.best->candidate_us);
     regime_point[regime_of[i]] += point[i];
+    regime_base[regime_of[i]] += std::log(s.baseline_change);
+    regime_cand[regime_of[i]] += std::log(s.candidate_change);
     agg_point += point[i];
+    agg_base += std::log(s.baseline_change);
+    agg_cand += std::log(s.candidate_change);
   }
   for (size_t g = 0; g < nreg; ++g) {
     RegimeDiff& rd = d.regimes[g];
     if (!rd.shapes) continue;
     rd.change = interval_of(regime_point[g] / rd.shapes, regime_logs[g], opt.level);
     rd.verdict = verdict_of(rd.change, min_change);
+    rd.drift = {std::exp(regime_base[g] / rd.shapes), std::exp(regime_cand[g] / rd.shapes)};
   }
+  d.aggregate_drift = {std::exp(agg_base / both.size()), std::exp(agg_cand / both.size())};
   d.aggregate_change = interval_of(agg_point / both.size(), agg_logs, opt.level);
   d.aggregate = verdict_of(d.aggregate_change, min_change);
   return d;
@@ -245,7 +270,7 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
     switch (s.presence) {
       case Presence::both:
         change = change_text(s.change);
-        verdict = verdict_name(s.verdict);
+        verdict = verdict_name(s.verdict) + drift_text({s.baseline_change, s.candidate_change}, s.verdict);
         break;
       case Presence::only_latest: verdict = "only in latest"; break;
       case Presence::only_best: verdict = "only in selected"; break;
@@ -265,7 +290,8 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
         << (b ? speedup_text(b->speedup) : "-") << ": ";
     if (r.shapes)
       out << verdict_name(r.verdict) << " (" << change_text(r.change) << " over " << r.shapes
-          << " shape" << (r.shapes == 1 ? "" : "s") << " scored in both)\n";
+          << " shape" << (r.shapes == 1 ? "" : "s") << " scored in both)" << drift_text(r.drift, r.verdict)
+          << "\n";
     else
       out << "no shape scored in both\n";
   }
@@ -273,7 +299,8 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
       << ": ";
   if (d.shapes_compared)
     out << verdict_name(d.aggregate) << " (" << change_text(d.aggregate_change) << " over "
-        << d.shapes_compared << " shapes scored in both)\n";
+        << d.shapes_compared << " shapes scored in both)" << drift_text(d.aggregate_drift, d.aggregate)
+        << "\n";
   else
     out << "no shape scored in both\n";
 
@@ -282,6 +309,13 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
     if (r.verdict == Verdict::worse)
       out << "WARNING: regime " << r.name << " got worse (" << change_text(r.change) << ")" << although
           << "\n";
+  std::string moved;
+  for (const ShapeDiff& s : d.shapes)
+    if (s.baseline_moved()) moved += (moved.empty() ? "" : ", ") + s.name;
+  if (!moved.empty())
+    out << "NOTE: the baseline's own time moved more than the submission's on " << moved
+        << ": those verdicts are the baseline's drift, not the submission's (--recorded gives a fixed "
+           "reference)\n";
   for (const ShapeDiff& s : d.shapes)
     if (s.presence == Presence::failed_latest)
       out << "WARNING: shape " << s.name << " failed in latest (" << s.latest->status

@@ -51,6 +51,18 @@ struct ShapeDiff {
   const ShapeResult* best = nullptr;
   Interval change;                      // speedup_latest / speedup_best, when scored in both
   Verdict verdict = Verdict::same;      // failed only in latest: worse; only in best: better
+  // Median time latest / best of each side, when scored in both. The live
+  // baseline drifts too (the MoE baseline's host round trip most): a verdict
+  // whose baseline moved more than the submission did is the baseline's doing.
+  double baseline_change = 1, candidate_change = 1;
+  bool baseline_moved() const;  // a better/worse verdict with |baseline change| > |submission change|
+};
+
+// Geometric means over shapes scored in both runs of ShapeDiff's two time ratios.
+struct TimeDrift {
+  double baseline_change = 1, candidate_change = 1;
+  // A better/worse verdict with |baseline change| > |submission change|.
+  bool moved(Verdict v) const;
 };
 
 struct RegimeDiff {
@@ -58,6 +70,7 @@ struct RegimeDiff {
   int shapes = 0;   // shapes of the regime scored in both runs; no verdict when 0
   Interval change;  // ratio of the geometric means over those shapes
   Verdict verdict = Verdict::same;
+  TimeDrift drift;
 };
 
 struct Diff {
@@ -67,6 +80,7 @@ struct Diff {
   int shapes_compared = 0;                // scored in both
   Interval aggregate_change;              // ratio of the geometric means over those shapes
   Verdict aggregate = Verdict::same;
+  TimeDrift aggregate_drift;
 
   bool any_worse() const;   // a shape, regime or the aggregate worse, or a shape newly failed
   bool any_change() const;  // any verdict not `same`, or a shape in one run only
@@ -75,8 +89,9 @@ struct Diff {
 Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt = {},
                   double min_change = 0.0);
 
-// Prints the comparison: per shape, per regime, the aggregate, and a WARNING
-// line for every regime that got worse. Returns kExitOk, kExitIncorrect when
+// Prints the comparison: per shape, per regime, the aggregate, a WARNING
+// line for every regime that got worse, and a NOTE naming the shapes whose
+// verdict came from the baseline's own time moving. Returns kExitOk, kExitIncorrect when
 // opt.fail_on is met, or kExitBadInput when the runs are not comparable and
 // not forced (then only the reasons are printed).
 int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best,

@@ -26,10 +26,10 @@ struct Spec {
   double speedup;
 };
 
-// A run whose shape s has paired ratios around specs[s].speedup, each time
-// with log-normal noise of sd `noise`.
+// A run whose shape s has paired ratios around specs[s].speedup (baseline
+// around `baseline_us`), each time with log-normal noise of sd `noise`.
 RunResult make_run(const std::vector<Spec>& specs, std::mt19937_64& rng, int trials = 40,
-                   double noise = 0.05) {
+                   double noise = 0.05, double baseline_us = 20) {
   RunResult run;
   run.meta.gpu_name = "NVIDIA H200";
   run.meta.shapes_sha256 = "shapes-1";
@@ -44,8 +44,8 @@ RunResult make_run(const std::vector<Spec>& specs, std::mt19937_64& rng, int tri
     r.shape.regime = s.regime;
     r.shape.M = 37, r.shape.N = 1000 + 8 * static_cast<int>(run.shapes.size()), r.shape.K = 4096;
     for (int i = 0; i < trials; ++i) {
-      r.baseline_us.push_back(20 * std::exp(n(rng)));
-      r.candidate_us.push_back(20 / s.speedup * std::exp(n(rng)));
+      r.baseline_us.push_back(baseline_us * std::exp(n(rng)));
+      r.candidate_us.push_back(baseline_us / s.speedup * std::exp(n(rng)));
     }
     run.shapes.push_back(r);
   }
@@ -124,6 +124,36 @@ TEST_CASE("diff: a large improvement is better on every shape, regime and overal
   opt.fail_on = FailOn::any_change;
   std::ostringstream out2;
   CHECK(print_diff(out2, latest, best, opt) == kExitIncorrect);
+}
+
+TEST_CASE("diff: a verdict that comes from the baseline's drift says so") {
+  auto rng = fresh_rng();
+  // The same submission times (20/1.5 us); the baseline 20% slower in the latest run.
+  RunResult best = make_run(specs({1.5, 1.5}, {}), rng, 41, 0.02, 20);
+  RunResult latest = make_run(specs({1.8, 1.8}, {}), rng, 41, 0.02, 24);
+  Diff d = compute_diff(latest, best, {}, 0.01);
+  for (const ShapeDiff& s : d.shapes) {
+    CHECK(s.verdict == Verdict::better);
+    CHECK(s.baseline_change == doctest::Approx(1.2).epsilon(0.03));
+    CHECK(s.candidate_change == doctest::Approx(1.0).epsilon(0.03));
+    CHECK(s.baseline_moved());
+  }
+  std::ostringstream out;
+  CHECK(print_diff(out, latest, best, DiffOptions{}) == kExitOk);
+  CHECK(out.str().find("better (baseline time +") != std::string::npos);
+  CHECK(out.str().find("NOTE: the baseline's own time moved more than the submission's on dense_0, dense_1") !=
+        std::string::npos);
+
+  // A faster submission against a steady baseline carries no such note.
+  RunResult faster = make_run(specs({1.8, 1.8}, {}), rng, 41, 0.02, 20);
+  Diff f = compute_diff(faster, best, {}, 0.01);
+  for (const ShapeDiff& s : f.shapes) {
+    CHECK(s.verdict == Verdict::better);
+    CHECK_FALSE(s.baseline_moved());
+  }
+  std::ostringstream out2;
+  print_diff(out2, faster, best, DiffOptions{});
+  CHECK(out2.str().find("NOTE") == std::string::npos);
 }
 
 TEST_CASE("diff: a large regression is worse, and --fail-on worse fails") {
