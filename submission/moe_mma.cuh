@@ -147,11 +147,15 @@ __device__ __forceinline__ void issue_weights(const MmaGemmArgs& a, const UnitMe
   uint4* ws = reinterpret_cast<uint4*>(stage);
   uint4* ss = reinterpret_cast<uint4*>(stage + T::kWeightBytes);
   const size_t tile0 = size_t(u.expert) * a.tiles + size_t(u.row_group) * T::kTiles;
+  // Thread tid copies 16-byte chunk tid % 64 of the unit's tiles tid/64 + 2j.
+  // Within a unit tile_group_index is linear in the tile (step `groups` with
+  // packs of 1, step 1 within a pack of the unit's tiles), so one index per
+  // stage and a constant step per copy: the full index per copy was ~15
+  // dependent integer instructions, a quarter of the loop's issue slots.
+  const uint4* src = a.weights + tile_group_index(tile0 + (tid >> 6), group, a.groups, kPack) * 64 + (tid & 63);
+  const size_t step = (kContig ? size_t(2) : size_t(2) * a.groups) * 64;
 #pragma unroll
-  for (int c = tid; c < T::kTiles * 64; c += kMmaThreads) {
-    const int lt = c >> 6, w = c & 63;
-    cp_async16(ws + c, a.weights + tile_group_index(tile0 + lt, group, a.groups, kPack) * 64 + w, true);
-  }
+  for (int j = 0; j < T::kTiles / 2; ++j) cp_async16(ws + tid + kMmaThreads * j, src + j * step, true);
   if (tid < T::kTiles * 2) {
     const int lt = tid >> 1;
     cp_async16(ss + tid, a.scales + tile_group_index(tile0 + lt, group, a.groups, kPack) * 2 + (tid & 1), true);

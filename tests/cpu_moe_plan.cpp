@@ -207,6 +207,19 @@ TEST_CASE("moe tile layout covers each (row, column) of a tile-group once") {
   }
 }
 
+TEST_CASE("moe tile-group index is linear in a unit's tiles, as the GEMM's copies assume") {
+  // issue_weights computes one index per stage and steps it per tile: by
+  // `groups` with packs of 1, by 1 within a pack of the unit's tiles.
+  for (int groups : {1, 6, 16, 112})
+    for (int pack : {4, 8})
+      for (int t0 : {0, pack, 5 * pack})
+        for (int g = 0; g < groups; g += std::max(1, groups / 5))
+          for (int lt = 0; lt < pack; ++lt) {
+            CHECK(tile_group_index(t0 + lt, g, groups, 1) == tile_group_index(t0, g, groups, 1) + size_t(lt) * groups);
+            CHECK(tile_group_index(t0 + lt, g, groups, pack) == tile_group_index(t0, g, groups, pack) + size_t(lt));
+          }
+}
+
 TEST_CASE("moe tile-group packing is a bijection with contiguous unit stages") {
   // Two experts of 48 tiles, 5 groups: every tile-group gets its own index,
   // pack = 1 is the plain [tile][group] order, and with pack = P the P tiles
