@@ -164,7 +164,7 @@ __device__ __forceinline__ void issue_weights(const MmaGemmArgs& a, const UnitMe
 
 template <bool kDown, int NT, int RT>
 __device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<NT>& u, int group,
-                                           unsigned char* stage) {
+                                           double inv_k, unsigned char* stage) {
   using T = MmaTile<NT, RT>;
   const int tid = threadIdx.x;
   uint4* xs = reinterpret_cast<uint4*>(stage + T::kWeightBytes + T::kScaleBytes);
@@ -173,7 +173,7 @@ __device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int slot = (tid >> 4) + 8 * j, r = u.route[j];
-    const int row = kDown ? r : r / a.k;
+    const int row = kDown ? r : moe_route_token(r, inv_k);
     const __nv_bfloat16* src = r >= 0 ? a.act + size_t(row) * K + group * kGroup + chunk * 8 : a.act;
     cp_async16(xs + act_stage_uint4(chunk, slot, T::kTokens), src, r >= 0);  // padding: zeros
   }
@@ -378,6 +378,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   const int units = blocks * row_groups * splits;
   const int my_units = int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
   const int unit_groups = a.groups / splits;  // the groups of one unit's part of the reduction
+  const double inv_k = 1.0 / a.k;              // for moe_route_token
   const int total = my_units * unit_groups;
 
   // Producer: runs kStages-1 stages ahead of the consumer, across unit
@@ -392,7 +393,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
       unsigned char* stage = mma_smem + p_slot * T::kStageBytes;
       const int group = cur.split * unit_groups + p_group;
       if (part != kActsOnly) issue_weights<kContig, NT, RT>(a, cur, group, stage);
-      if (part != kWeightsOnly) issue_acts<kDown, NT, RT>(a, cur, group, stage);
+      if (part != kWeightsOnly) issue_acts<kDown, NT, RT>(a, cur, group, inv_k, stage);
       ++issued;
       p_slot = p_slot + 1 == P::kStages ? 0 : p_slot + 1;
       if (++p_group == unit_groups) {

@@ -207,6 +207,19 @@ TEST_CASE("moe tile layout covers each (row, column) of a tile-group once") {
   }
 }
 
+TEST_CASE("moe route token without a division: exact for every k and route") {
+  for (int k = 1; k <= 2048; ++k) {
+    const double inv_k = 1.0 / k;
+    const int M = int((1 << 30) / k) - 1;  // routes below 2^30, as validate_moe_dims requires
+    for (int m : {0, 1, 2, 3, 1000, M / 2, M - 1, M})
+      for (int j : {0, 1, k / 2, k - 1}) {
+        if (j >= k) continue;
+        const int r = m * k + j;
+        CHECK_MESSAGE(moe_route_token(r, inv_k) == m, "k=" << k << " r=" << r);
+      }
+  }
+}
+
 TEST_CASE("moe tile-group index is linear in a unit's tiles, as the GEMM's copies assume") {
   // issue_weights computes one index per stage and steps it per tile: by
   // `groups` with packs of 1, by 1 within a pack of the unit's tiles.
