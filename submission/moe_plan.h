@@ -168,12 +168,13 @@ MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) {
 // the stage's metadata. Shared here so that the plan's model sees what the
 // kernels do.
 //
-// CTAs per SM: at these sizes the kernels are bound by issue latency, not by
-// bytes in flight (3 CTAs of 12 stages keep ~100 KB in flight per SM, three
-// times what HBM needs), so trading pipeline depth for warps pays where the
-// registers and shared memory allow it: 6 CTAs cap a thread at 85 registers,
-// which the kernels of blocks of 8 and 16 routes fit, and need 3 stages in a
-// sixth of the SM's shared memory; other kernels keep 3.
+// CTAs per SM: 3 by default. The kernels are latency-bound (ncu: DRAM 14-38%
+// of peak, half the issue slots empty), so the mma_occ variants trade
+// pipeline depth for warps where the registers and shared memory allow it: 6
+// CTAs cap a thread at 85 registers, which the kernels of blocks of 8 and 16
+// routes fit, and need 3 stages in a sixth of the SM's shared memory. On the
+// H200 that won where it fit a GEMM into one wave of CTAs and lost elsewhere
+// (docs/perf-log.md, round 3), so it is not the default.
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = 32 * kMmaWarps;
 // Shared memory of an SM for the kernels' CTAs: 227 KB less a 1 KB per-CTA

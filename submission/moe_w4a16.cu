@@ -63,11 +63,12 @@ MmaKernel mma_kernel() {
 // token tiles NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per
 // warp; C = 6 exists where mma_max_ctas_per_sm allows it. kContig, kSplit:
 // see moe_mma_kernel.
+// The per-unit layout (kContig) is only planned with 3 CTAs per SM.
 template <bool kDown, bool kContig, bool kSplit, int NT, int RT>
 MmaKernel six_per_sm() {
-  if constexpr (mma_max_ctas_per_sm(8 * NT, kMmaWarps * RT) == 6)
+  if constexpr (!kContig && mma_max_ctas_per_sm(8 * NT, kMmaWarps * RT) == 6)
     return mma_kernel<kDown, kContig, kSplit, NT, RT, 6>();
-  throw std::invalid_argument("moe_w4a16: no kernel for this block size with 6 CTAs per SM");
+  throw std::invalid_argument("moe_w4a16: no kernel for this block size and layout with 6 CTAs per SM");
 }
 template <bool kDown, bool kContig, bool kSplit, int NT>
 MmaKernel pick_rows(int tile_rows, int ctas) {
