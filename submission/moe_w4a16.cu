@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include "submission/cuda_check.h"
+#include "submission/device_memory.h"
 #include "submission/moe_align.cuh"
 #include "submission/moe_gemv.cuh"
 #include "submission/moe_mma.cuh"
@@ -27,26 +27,6 @@ namespace submission {
 namespace {
 
 using namespace moe;
-
-// Device allocation owned by the op.
-class DeviceMemory {
- public:
-  DeviceMemory() = default;
-  explicit DeviceMemory(size_t bytes) { SUBMISSION_CUDA(cudaMalloc(&p_, bytes ? bytes : 1)); }
-  DeviceMemory(DeviceMemory&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
-  DeviceMemory& operator=(DeviceMemory&& o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  ~DeviceMemory() { cudaFree(p_); }
-  template <class T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  void* p_ = nullptr;
-};
 
 using MmaKernelFn = void (*)(MmaGemmArgs);
 struct MmaKernel {
@@ -103,13 +83,6 @@ MmaKernel pick_mma_kernel(const MoePlan& p, int tile_rows) {
   }
   return p.unit_contiguous ? pick_mma_kernel<kDown, true, false>(p.block_tokens, tile_rows, ctas)
                            : pick_mma_kernel<kDown, false, false>(p.block_tokens, tile_rows, ctas);
-}
-
-int device_sm_count() {
-  int dev = 0, sms = 0;
-  SUBMISSION_CUDA(cudaGetDevice(&dev));
-  SUBMISSION_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
 }
 
 // Persistent grid: every CTA that fits at once, but no more than the units

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "submission/cuda_check.h"
+#include "submission/device_memory.h"
 #include "submission/submission.h"
 #include "submission/variants.h"
 
@@ -556,19 +557,6 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 // ---------------------------------------------------------------- host side
 
-class DeviceMemory {
- public:
-  explicit DeviceMemory(size_t bytes) { check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc"); }
-  ~DeviceMemory() { cudaFree(ptr_); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-
- private:
-  void* ptr_ = nullptr;
-};
-
 bool fused_fits(const RouterDims& d) {
   return d.T <= kFusedMaxT && d.E <= kFusedMaxE && d.k <= kFusedMaxK;
 }
@@ -606,13 +594,6 @@ FusedKernel fused_kernel_for_p(int P) {
 template <bool kCluster>
 FusedKernel fused_kernel(const FusedPlan& pl) {
   return pl.NT == 1 ? fused_kernel_for_p<1, kCluster>(pl.P) : fused_kernel_for_p<2, kCluster>(pl.P);
-}
-
-int current_sm_count() {
-  int dev = 0, sms = 0;
-  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-  return sms;
 }
 
 class FusedRouter final : public Router {
@@ -792,13 +773,13 @@ void require_fused_fits(const RouterDims& d, const std::string& variant) {
 std::unique_ptr<FusedRouter> make_fused(const RouterDims& d, const RouterWeights& w, bool cluster,
                                         const std::string& variant) {
   require_fused_fits(d, variant);
-  return std::make_unique<FusedRouter>(d, w, plan_fused(d, current_sm_count()), cluster);
+  return std::make_unique<FusedRouter>(d, w, plan_fused(d, device_sm_count()), cluster);
 }
 
 std::unique_ptr<StagedRouter> make_staged(const RouterDims& d, const RouterWeights& w, bool tree,
                                           const std::string& variant) {
   require_fused_fits(d, variant);
-  return std::make_unique<StagedRouter>(d, w, plan_fused(d, current_sm_count()), tree);
+  return std::make_unique<StagedRouter>(d, w, plan_fused(d, device_sm_count()), tree);
 }
 
 }  // namespace

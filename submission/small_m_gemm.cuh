@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "submission/cuda_check.h"
+#include "submission/device_memory.h"
 #include "submission/submission.h"
 
 namespace submission::small_m {
@@ -605,17 +606,6 @@ MmaKernel<Rows, Epi> mma_kernel(int ng) {
   }
 }
 
-// Device memory freed with its owner, also when a constructor throws half-way.
-template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  DeviceArray() = default;
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(ptr); }
-  void allocate(size_t n) { SUBMISSION_CUDA(cudaMalloc(&ptr, n * sizeof(T))); }
-};
-
 // Prepare-time half of the op: chooses the plan, packs W, owns the workspace.
 // run() launches exactly one kernel on the caller's stream.
 template <class Rows, class Epi>
@@ -633,9 +623,9 @@ class Engine {
       plan_.kernel = Kernel::simt;
       return;
     }
-    int dev = 0, sms = 0, smem_optin = 0;
+    const int sms = device_sm_count();
+    int dev = 0, smem_optin = 0;
     SUBMISSION_CUDA(cudaGetDevice(&dev));
-    SUBMISSION_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     SUBMISSION_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     plan_.predicted_us = 1e300;
     const bool any = forced == Kernel::automatic;
@@ -656,8 +646,8 @@ class Engine {
     if (plan_.kernel == Kernel::simt) {
       simt_gemm_kernel<Rows, Epi><<<(N_ + 7) / 8, 256, 0, stream>>>(W_, rows, epi, M_, N_, K_);
     } else {
-      const Params<Rows, Epi> p{packed_.ptr, rows, epi, M_, N_, K_, plan_.k_stages, plan_.splits,
-                                plan_.n_tiles, partials_.ptr, counters_.ptr};
+      const Params<Rows, Epi> p{packed_.as<uint4>(), rows, epi, M_, N_, K_, plan_.k_stages, plan_.splits,
+                                plan_.n_tiles, partials_.as<float4>(), counters_.as<unsigned>()};
       const dim3 grid(plan_.n_tiles * plan_.splits, plan_.m_chunks);
       const bool bulk = plan_.kernel == Kernel::wide_bulk;
       const bool wide = plan_.kernel == Kernel::wide || bulk;
@@ -704,16 +694,16 @@ class Engine {
   template <class C>
   void pack() {
     const size_t chunks = size_t(plan_.n_tiles) * plan_.k_stages * C::kWStageChunks;
-    packed_.allocate(chunks);
+    packed_ = DeviceMemory(chunks * sizeof(uint4));
     const int blocks = int(std::min<size_t>((chunks + 255) / 256, 65535));
-    pack_weights_kernel<C><<<blocks, 256>>>(W_, N_, K_, plan_.k_stages, packed_.ptr, chunks);
+    pack_weights_kernel<C><<<blocks, 256>>>(W_, N_, K_, plan_.k_stages, packed_.as<uint4>(), chunks);
     SUBMISSION_CUDA(cudaGetLastError());
     if (plan_.splits > 1) {
       const size_t tiles = size_t(plan_.m_chunks) * plan_.n_tiles;
       const size_t frags = size_t(C::kWarpRows) * C::kTilesPerWarp * plan_.ng * 32;
-      partials_.allocate(tiles * plan_.splits * frags);
-      counters_.allocate(tiles);
-      SUBMISSION_CUDA(cudaMemset(counters_.ptr, 0, tiles * sizeof(unsigned)));
+      partials_ = DeviceMemory(tiles * plan_.splits * frags * sizeof(float4));
+      counters_ = DeviceMemory(tiles * sizeof(unsigned));
+      SUBMISSION_CUDA(cudaMemset(counters_.as<unsigned>(), 0, tiles * sizeof(unsigned)));
     }
     // The scorer's stream may not wait on the legacy stream: finish here.
     SUBMISSION_CUDA(cudaDeviceSynchronize());
@@ -722,9 +712,9 @@ class Engine {
   int M_, N_, K_;
   const bf16* W_;
   Plan plan_;
-  DeviceArray<uint4> packed_;
-  DeviceArray<float4> partials_;
-  DeviceArray<unsigned> counters_;
+  DeviceMemory packed_;    // uint4 chunks of the packed weights
+  DeviceMemory partials_;  // float4, splits > 1
+  DeviceMemory counters_;  // unsigned, splits > 1
 };
 
 }  // namespace submission::small_m
