@@ -94,10 +94,6 @@ bool TimeDrift::moved(Verdict v) const {
   return v != Verdict::same && std::fabs(std::log(baseline_change)) > std::fabs(std::log(candidate_change));
 }
 
-bool ShapeDiff::baseline_moved() const {
-  return presence == Presence::both && TimeDrift{baseline_change, candidate_change}.moved(verdict);
-}
-
 const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::better: return "better";
@@ -144,11 +140,11 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     in_latest.insert(s.shape.name);
     auto it = in_best.find(s.shape.name);
     d.shapes.push_back({s.shape.name, s.shape.regime, Presence::both, &s,
-                        it == in_best.end() ? nullptr : it->second, {}, Verdict::same});
+                        it == in_best.end() ? nullptr : it->second, {}, Verdict::same, {}});
   }
   for (const ShapeResult& s : best.shapes)
     if (!in_latest.count(s.shape.name))
-      d.shapes.push_back({s.shape.name, s.shape.regime, Presence::only_best, nullptr, &s, {}, Verdict::same});
+      d.shapes.push_back({s.shape.name, s.shape.regime, Presence::only_best, nullptr, &s, {}, Verdict::same, {}});
 
   // Shapes scored in both runs, each with its regime's index.
   std::vector<ShapeDiff*> both;
@@ -220,14 +216,14 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     ShapeDiff& s = *both[i];
     s.change = interval_of(point[i], shape_logs[i], opt.level);
     s.verdict = verdict_of(s.change, min_change);
-    s.baseline_change = median(s.latest->baseline_us) / median(s.best->baseline_us);
-    s.candidate_change = median(s.latest->candidate_us) / median(s.best->candidate_us);
+    s.drift = {median(s.latest->baseline_us) / median(s.best->baseline_us),
+               median(s.latest->candidate_us) / median(s.best->candidate_us)};
     regime_point[regime_of[i]] += point[i];
-    regime_base[regime_of[i]] += std::log(s.baseline_change);
-    regime_cand[regime_of[i]] += std::log(s.candidate_change);
+    regime_base[regime_of[i]] += std::log(s.drift.baseline_change);
+    regime_cand[regime_of[i]] += std::log(s.drift.candidate_change);
     agg_point += point[i];
-    agg_base += std::log(s.baseline_change);
-    agg_cand += std::log(s.candidate_change);
+    agg_base += std::log(s.drift.baseline_change);
+    agg_cand += std::log(s.drift.candidate_change);
   }
   for (size_t g = 0; g < nreg; ++g) {
     RegimeDiff& rd = d.regimes[g];
@@ -270,7 +266,7 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
     switch (s.presence) {
       case Presence::both:
         change = change_text(s.change);
-        verdict = verdict_name(s.verdict) + drift_text({s.baseline_change, s.candidate_change}, s.verdict);
+        verdict = verdict_name(s.verdict) + drift_text(s.drift, s.verdict);
         break;
       case Presence::only_latest: verdict = "only in latest"; break;
       case Presence::only_best: verdict = "only in selected"; break;
@@ -311,7 +307,7 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
           << "\n";
   std::string moved;
   for (const ShapeDiff& s : d.shapes)
-    if (s.baseline_moved()) moved += (moved.empty() ? "" : ", ") + s.name;
+    if (s.drift.moved(s.verdict)) moved += (moved.empty() ? "" : ", ") + s.name;
   if (!moved.empty())
     out << "NOTE: the baseline's own time moved more than the submission's on " << moved
         << ": those verdicts are the baseline's drift, not the submission's (--recorded gives a fixed "

@@ -40,6 +40,16 @@ struct DiffOptions {
   double min_change = 0.01;
 };
 
+// Median time latest / best of each side over shapes scored in both runs
+// (geometric means for regimes and the aggregate). The live baseline drifts
+// too (the MoE baseline's host round trip most): a verdict whose baseline
+// moved more than the submission did is the baseline's doing.
+struct TimeDrift {
+  double baseline_change = 1, candidate_change = 1;
+  // A better/worse verdict with |baseline change| > |submission change|.
+  bool moved(Verdict v) const;
+};
+
 // How a shape stands in the two runs. A shape is scored when its status is
 // "ok" and it has trials.
 enum class Presence { both, only_latest, only_best, failed_latest, failed_best, failed_both };
@@ -51,18 +61,7 @@ struct ShapeDiff {
   const ShapeResult* best = nullptr;
   Interval change;                      // speedup_latest / speedup_best, when scored in both
   Verdict verdict = Verdict::same;      // failed only in latest: worse; only in best: better
-  // Median time latest / best of each side, when scored in both. The live
-  // baseline drifts too (the MoE baseline's host round trip most): a verdict
-  // whose baseline moved more than the submission did is the baseline's doing.
-  double baseline_change = 1, candidate_change = 1;
-  bool baseline_moved() const;  // a better/worse verdict with |baseline change| > |submission change|
-};
-
-// Geometric means over shapes scored in both runs of ShapeDiff's two time ratios.
-struct TimeDrift {
-  double baseline_change = 1, candidate_change = 1;
-  // A better/worse verdict with |baseline change| > |submission change|.
-  bool moved(Verdict v) const;
+  TimeDrift drift;                      // when scored in both; 1 and 1 otherwise
 };
 
 struct RegimeDiff {

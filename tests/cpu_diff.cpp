@@ -134,9 +134,9 @@ TEST_CASE("diff: a verdict that comes from the baseline's drift says so") {
   Diff d = compute_diff(latest, best, {}, 0.01);
   for (const ShapeDiff& s : d.shapes) {
     CHECK(s.verdict == Verdict::better);
-    CHECK(s.baseline_change == doctest::Approx(1.2).epsilon(0.03));
-    CHECK(s.candidate_change == doctest::Approx(1.0).epsilon(0.03));
-    CHECK(s.baseline_moved());
+    CHECK(s.drift.baseline_change == doctest::Approx(1.2).epsilon(0.03));
+    CHECK(s.drift.candidate_change == doctest::Approx(1.0).epsilon(0.03));
+    CHECK(s.drift.moved(s.verdict));
   }
   std::ostringstream out;
   CHECK(print_diff(out, latest, best, DiffOptions{}) == kExitOk);
@@ -149,7 +149,7 @@ TEST_CASE("diff: a verdict that comes from the baseline's drift says so") {
   Diff f = compute_diff(faster, best, {}, 0.01);
   for (const ShapeDiff& s : f.shapes) {
     CHECK(s.verdict == Verdict::better);
-    CHECK_FALSE(s.baseline_moved());
+    CHECK_FALSE(s.drift.moved(s.verdict));
   }
   std::ostringstream out2;
   print_diff(out2, faster, best, DiffOptions{});
