@@ -140,10 +140,13 @@ MOE_HD uint32_t repacked_scale_word(const uint16_t* scales, int K, int I, bool w
 }
 
 // bf16 bit patterns of 128 + q for the codes q in nibbles j and j+4 of a word:
-// exponent 2^7 with q in the low mantissa bits is exact. Subtracting 136
-// (0x4308) then gives q - 8, also exact.
+// exponent 2^7 with q in the low mantissa bits is exact. The MMA of these
+// biased values plus one MMA of -136 (0xC308) in every A element gives
+// (q - 8) . x, the kernels' zero point folded into the sum; or subtracting
+// 136 (0x4308) from each gives q - 8, also exact.
 constexpr uint32_t kBf16Pair128 = 0x43004300u;
 constexpr uint32_t kBf16Pair136 = 0x43084308u;
+constexpr uint32_t kBf16PairMinus136 = 0xC308C308u;
 MOE_HD uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) {
   return ((word >> (4 * j)) & 0x000f000fu) | kBf16Pair128;
 }
@@ -189,10 +192,13 @@ constexpr int mma_stage_bytes(int tokens, int tiles) {
   return tiles * (kTileGroupBytes + kTileGroupScaleWords * 4) + tokens * kGroup * 2 +
          mma_meta_ints(tokens) * 4;
 }
-// As many stages as the budget holds next to the combine list (tokens ints).
+// Shared memory past the stages: the combine list (tokens ints) and the
+// zero-point MMA's constant A fragment (16 bytes, see compute_stage).
+constexpr int mma_tail_bytes(int tokens) { return tokens * 4 + 16; }
+// As many stages as the budget holds next to that.
 constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm) {
-  return (mma_smem_budget(ctas_per_sm) - tokens * 4) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
-             ? (mma_smem_budget(ctas_per_sm) - tokens * 4) / mma_stage_bytes(tokens, tiles)
+  return (mma_smem_budget(ctas_per_sm) - mma_tail_bytes(tokens)) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
+             ? (mma_smem_budget(ctas_per_sm) - mma_tail_bytes(tokens)) / mma_stage_bytes(tokens, tiles)
              : kMmaMaxStages;
 }
 // The most CTAs per SM a kernel of blocks of `tokens` routes and units of

@@ -49,16 +49,27 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The four A registers of one repacked word (see moe_plan.h): per pair one
-// LOP3 (mask | magic) and one bf16x2 subtract, q - 8 exact. The group scale is
-// applied to the fp32 accumulators afterwards, so w = (q - 8) * s is never
-// rounded to bf16.
-__device__ __forceinline__ void dequant_word(uint32_t word, uint32_t (&a)[4]) {
+// The four A registers of one repacked word (see moe_plan.h), biased: each
+// pair is 128 + q, from one shift and one LOP3 ((x & mask) | magic; the
+// magic constant lives in a register, so ptxas need not split the LOP3 in
+// two for its two immediates). The bias is not subtracted here: the caller
+// adds one MMA of the constant -136 per k16 step, shared by all its tiles
+// (compute_stage), which costs fewer instructions than a bf16x2 subtract
+// per register. The group scale is applied to the fp32 accumulators
+// afterwards, so w = (q - 8) * s is never rounded to bf16.
+__device__ __forceinline__ void biased_word(uint32_t word, uint32_t (&a)[4]) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t biased = nibble_pair_as_bf16x2(word, j);
-    asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(a[j]) : "r"(biased), "r"(kBf16Pair136));
-  }
+  for (int j = 0; j < 4; ++j)
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n"  // 0xEA: (a & b) | c
+        : "=r"(a[j])
+        : "r"(word >> (4 * j)), "n"(0x000f000f), "r"(kBf16Pair128));
+}
+
+// q - 8 from biased_word's 128 + q, exactly: for kernels that cannot afford
+// the extra accumulators of the folded zero point.
+__device__ __forceinline__ void unbias(uint32_t (&a)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) asm("sub.rn.bf16x2 %0, %0, %1;\n" : "+r"(a[j]) : "r"(kBf16Pair136));
 }
 
 __device__ __forceinline__ float bf16_lo_to_float(uint32_t pair) { return __uint_as_float(pair << 16); }

@@ -254,15 +254,16 @@ TEST_CASE("moe tile-group packing is a bijection with contiguous unit stages") {
   }
 }
 
-TEST_CASE("moe dequant bit trick gives q - 8 exactly in both halves") {
+TEST_CASE("moe dequant bit trick: 128 + q exactly in both halves, and -136 folds the zero point") {
   for (int q = 0; q < 16; ++q)
     for (int j = 0; j < 4; ++j) {
       const uint32_t word = (uint32_t(q) << (4 * j)) | (uint32_t(15 - q) << (4 * (j + 4)));
       const uint32_t pair = nibble_pair_as_bf16x2(word, j);
-      CHECK(ref::bf16_to_float(uint16_t(pair & 0xffff)) - 136.0f == float(q - 8));
-      CHECK(ref::bf16_to_float(uint16_t(pair >> 16)) - 136.0f == float(15 - q - 8));
-      CHECK(ref::bf16_to_float(uint16_t(kBf16Pair136 & 0xffff)) == 136.0f);
+      CHECK(ref::bf16_to_float(uint16_t(pair & 0xffff)) == float(128 + q));
+      CHECK(ref::bf16_to_float(uint16_t(pair >> 16)) == float(128 + 15 - q));
     }
+  CHECK(ref::bf16_to_float(uint16_t(kBf16PairMinus136 & 0xffff)) == -136.0f);
+  CHECK(ref::bf16_to_float(uint16_t(kBf16PairMinus136 >> 16)) == -136.0f);
 }
 
 namespace {
@@ -283,7 +284,7 @@ void emulate_mma(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], double 
     for (int j = 0; j < 4; ++j)
       for (int h = 0; h < 2; ++h) {
         const int row = g + 8 * (j & 1), col = 2 * t + h + 8 * (j >> 1);
-        A[row][col] = half_bf16(a[lane][j], h) - 136.0;  // the kernel's bf16x2 subtract
+        A[row][col] = half_bf16(a[lane][j], h);
         ++seen_a[row][col];
       }
     for (int j = 0; j < 2; ++j)
@@ -332,16 +333,19 @@ std::vector<double> emulate_repacked_gemm(const std::vector<uint8_t>& codes,
         double D[16][8] = {};
         for (int p = 0; p < 4; ++p)
           for (int s = 0; s < 2; ++s) {
-            uint32_t a[32][4], b[32][2];
+            // The biased codes' MMA and the kernel's MMA of -136 (compute_stage).
+            uint32_t a[32][4], zero[32][4], b[32][2];
             for (int lane = 0; lane < 32; ++lane) {
               const int g = lane / 4, t = lane % 4;
               const uint32_t word = words[tile_word_index(lane, 2 * p + s)];
               for (int j = 0; j < 4; ++j) a[lane][j] = nibble_pair_as_bf16x2(word, j);
+              for (int j = 0; j < 4; ++j) zero[lane][j] = kBf16PairMinus136;
               const uint32_t* v = &stage[act_fragment_uint4(p, nt * 8 + g, t, tokens) * 4];
               b[lane][0] = v[2 * s];
               b[lane][1] = v[2 * s + 1];
             }
             emulate_mma(a, b, D);
+            emulate_mma(zero, b, D);
           }
         // Accumulator rows g take the low scale of word g, rows g+8 the high.
         for (int r = 0; r < 16; ++r)
