@@ -31,6 +31,7 @@
 
 #include "submission/cuda_check.h"
 #include "submission/device_memory.h"
+#include "submission/direct_mma.cuh"
 #include "submission/submission.h"
 #include "submission/variants.h"
 
@@ -40,9 +41,12 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kTileE = 16;      // experts per tile: the mma's M side
-constexpr int kChunkK = 32;     // k per warp step: one 16-byte load per row feeds two k16 mma
-constexpr int kBatch = 4;       // chunks a warp loads before it multiplies (bytes in flight)
+using direct::kChunkK;
 constexpr int kPlanChunks = 2;  // chunks per warp the fused plan aims at, more warps past that
+// Chunks a warp loads before it multiplies. The fused plan gives a warp one batch, so all of its
+// weights are requested at once; past kMaxWarps (and in the logits kernel) the batches are
+// double-buffered (direct::warp_gemm), two in flight.
+constexpr int kBatch = kPlanChunks;
 constexpr int kMaxWarps = 16;   // per fused block
 constexpr int kMaxSplits = 8;   // the portable cluster size
 constexpr int kFusedMaxT = 16;  // two n8 mma tiles; one top-k warp per token
@@ -54,37 +58,6 @@ constexpr int kTopkThreads = 256;  // gemm_then_topk, second kernel
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // ---------------------------------------------------------------- device helpers
-
-// 16 bytes that no thread writes during the kernel, or zeros where !pred. L1 is skipped (no SM
-// reads a byte twice); the 256-byte L2 prefetch fetches the chunks the neighbouring warps load
-// next. The predicate sits on the load itself rather than on a branch, so that the loads of a
-// batch stay in one basic block and can all issue before the first mma. The outputs are
-// early-clobber ("=&r"): they are zeroed before the address is read.
-__device__ __forceinline__ uint4 load_readonly(const bf16* p, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  setp.ne.b32 p, %5, 0;\n"
-      "  mov.b32 %0, 0;\n"
-      "  mov.b32 %1, 0;\n"
-      "  mov.b32 %2, 0;\n"
-      "  mov.b32 %3, 0;\n"
-      "  @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      "}\n"
-      : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
-      : "l"(p), "r"(int(pred)));
-  return v;
-}
-
-// d += A . B for one m16n8k16 tile, bf16 inputs, fp32 accumulation.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // A float's bits mapped so that unsigned order is float order, -0 turned into +0 first so that
 // the two zeros tie as they do in the reference. No finite logit maps to 0, which therefore
@@ -99,49 +72,61 @@ __device__ __forceinline__ float key_value(uint32_t key) {
 }
 
 // One warp's share of a tile: experts [e0, e0 + 16) x tokens [t0, t0 + 8*NT), summed over the
-// 32-wide k chunks first, first + stride, ... below end, in that order. Rows past E, tokens past
-// T and k past H read as zeros.
-//
-// Fragments (PTX ISA, mma.m16n8k16 .bf16), with g = lane/4 and q = lane%4:
-//   A regs {a0a1, a2a3, a4a5, a6a7} = A[g][2q..], A[g+8][2q..], A[g][2q+8..], A[g+8][2q+8..]
-//   B regs {b0b1, b2b3}             = B[2q..][g], B[2q+8..][g]
-//   D      {d0, d1, d2, d3}         = D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]
-// Inside a chunk k is permuted so that each thread's 16-byte load feeds two mma with no shuffle
-// and no shared memory: thread (g, q) loads k = 8q..8q+7 of rows e0+g and e0+g+8 and of token
-// t0+g (+8 for the second n tile), and mma j maps its k index 2q+i to 8q+4j+i and 2q+8+i to
-// 8q+4j+2+i. A and B use the same map, a bijection onto the chunk, so the dot products are
-// unchanged.
+// 32-wide k chunks first, first + stride, ... below end, in that order (direct::warp_gemm). Rows
+// past E, tokens past T and k past H read as zeros.
 template <int NT>
 __device__ __forceinline__ void warp_gemm(const bf16* W, const bf16* X, int T, int H, int E, int e0,
                                           int t0, int first, int end, int stride,
                                           float (&acc)[NT][4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int g = (threadIdx.x % 32) / 4;
   const int row_a = e0 + g, row_b = e0 + g + 8;
-  for (int c0 = first; c0 < end; c0 += kBatch * stride) {
-    uint4 a[kBatch], b[kBatch], x[kBatch][NT];
+  const bf16* x[NT];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int chunk = c0 + u * stride;
-      const int k = chunk * kChunkK + q * 8;
-      // H % 8 == 0, so a thread's 8 k lie all inside H or all past it.
-      const bool in_k = chunk < end && k < H;
-      a[u] = load_readonly(W + size_t(row_a) * H + k, in_k && row_a < E);
-      b[u] = load_readonly(W + size_t(row_b) * H + k, in_k && row_b < E);
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const int tok = t0 + n * 8 + g;
-        x[u][n] = load_readonly(X + size_t(tok) * H + k, in_k && tok < T);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        mma_bf16(acc[n], a[u].x, b[u].x, a[u].y, b[u].y, x[u][n].x, x[u][n].y);
-        mma_bf16(acc[n], a[u].z, b[u].z, a[u].w, b[u].w, x[u][n].z, x[u][n].w);
-      }
-    }
+  for (int n = 0; n < NT; ++n) {
+    const int tok = t0 + n * 8 + g;
+    x[n] = tok < T ? X + size_t(tok) * H : nullptr;
   }
+  const direct::RowMajorWeights w{row_a < E ? W + size_t(row_a) * H : nullptr,
+                                  row_b < E ? W + size_t(row_b) * H : nullptr, H};
+  direct::warp_gemm<NT, kBatch>(w, x, H, first, end, stride, acc);
+}
+
+// 16 bytes written by other blocks during this kernel (so from L2, never L1), or zeros where
+// !pred: predicated like load_readonly, so that a thread's loads all issue before it adds.
+__device__ __forceinline__ float4 load_cg4(const float* p, bool pred) {
+  float4 v;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %5, 0;\n"
+      "  mov.f32 %0, 0f00000000;\n"
+      "  mov.f32 %1, 0f00000000;\n"
+      "  mov.f32 %2, 0f00000000;\n"
+      "  mov.f32 %3, 0f00000000;\n"
+      "  @p ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+      "}\n"
+      : "=&f"(v.x), "=&f"(v.y), "=&f"(v.z), "=&f"(v.w)
+      : "l"(p), "r"(int(pred))
+      : "memory");
+  return v;
+}
+
+// Arrival of this block at a counter of n arrivals; true, in every thread, for the block that
+// arrives last. The barrier orders the block's stores before thread 0's release fence; the
+// winner's acquire fence orders every other block's stores before the block's later reads (the
+// release/acquire fence pattern of the PTX memory model). The counter wraps back to 0 as it
+// elects the last block, so every call and every graph replay starts clean.
+__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n, bool* flag) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned old;
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(counter), "r"(n - 1) : "memory");
+    if (old == n - 1) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    *flag = old == n - 1;
+  }
+  __syncthreads();
+  return *flag;
 }
 
 // Stores a warp's accumulators as tile[expert_in_tile * 8*NT + token_in_tile].
@@ -154,10 +139,17 @@ __device__ __forceinline__ void store_tile(float* tile, const float (&acc)[NT][4
     for (int i = 0; i < 4; ++i) tile[(g + 8 * (i / 2)) * (8 * NT) + n * 8 + 2 * q + i % 2] = acc[n][i];
 }
 
-// Element o of the sum of nwarps consecutive tiles, in warp order.
+// Element o of the sum of nwarps consecutive tiles, in warp order. Every read is issued before
+// the first add: a loop over nwarps compiled to batches of 8, 4 and 1 reads, three shared-memory
+// latencies on the serial path after the last weight byte.
 __device__ __forceinline__ float sum_tiles(const float* tiles, int tile_size, int nwarps, int o) {
-  float s = tiles[o];
-  for (int w = 1; w < nwarps; ++w) s += tiles[w * tile_size + o];
+  float v[kMaxWarps];
+#pragma unroll
+  for (int w = 0; w < kMaxWarps; ++w) v[w] = w < nwarps ? tiles[w * tile_size + o] : 0.0f;
+  float s = v[0];
+#pragma unroll
+  for (int w = 1; w < kMaxWarps; ++w)
+    if (w < nwarps) s += v[w];
   return s;
 }
 
@@ -218,17 +210,18 @@ __device__ __forceinline__ void topk_of_row(const FusedArgs& p, int t, const flo
   int at;
   lane_best<P>(key, best, at);
 
+  // A round is serial (each max waits for the previous winner's rescan), so it is kept free of
+  // branches: every lane runs the winner's update, which leaves a loser's keys and best as they
+  // were, instead of a divergent branch and its reconvergence per round.
   float top = 0.0f, vmax = 0.0f;  // lane j keeps the j-th largest logit
   for (int j = 0; j < p.k; ++j) {
     const uint32_t m = __reduce_max_sync(0xffffffffu, best);
     const unsigned holders = __ballot_sync(0xffffffffu, best == m);
-    if (lane == __ffs(holders) - 1) {
-      p.ids[size_t(t) * p.k + j] = base + at;
+    const bool win = lane == __ffs(holders) - 1;
+    if (win) p.ids[size_t(t) * p.k + j] = base + at;
 #pragma unroll
-      for (int i = 0; i < P; ++i)
-        if (i == at) key[i] = 0u;  // compile-time indices keep key[] in registers
-      lane_best<P>(key, best, at);
-    }
+    for (int i = 0; i < P; ++i) key[i] = win && i == at ? 0u : key[i];  // compile-time i: registers
+    lane_best<P>(key, best, at);
     if (lane == j) top = key_value(m);
     if (j == 0) vmax = key_value(m);
   }
@@ -248,13 +241,25 @@ __device__ void select_topk(const FusedArgs& p, int t, int splits) {
   if constexpr (kCluster) {
     load_row<P>(p.ws + size_t(t) * kEpad + base, v);
   } else {
+    // Every split's part of (up to) 8 of the lane's logits is loaded before any is added: one L2
+    // round trip, not one per split (a runtime loop over the splits compiled to two).
+    constexpr int kQuads = (P < 8 ? P : 8) / 4;
 #pragma unroll
-    for (int i = 0; i < P; ++i) v[i] = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      float part[P];
-      load_row<P>(p.ws + (size_t(s) * p.T + t) * kEpad + base, part);
+    for (int i0 = 0; i0 < P; i0 += 4 * kQuads) {
+      float4 part[kMaxSplits][kQuads];
 #pragma unroll
-      for (int i = 0; i < P; ++i) v[i] += part[i];
+      for (int s = 0; s < kMaxSplits; ++s)
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q)
+          part[s][q] = load_cg4(p.ws + (size_t(s) * p.T + t) * kEpad + base + i0 + 4 * q, s < splits);
+#pragma unroll
+      for (int q = 0; q < kQuads; ++q) {
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int s = 0; s < kMaxSplits; ++s)
+          if (s < splits) a.x += part[s][q].x, a.y += part[s][q].y, a.z += part[s][q].z, a.w += part[s][q].w;
+        v[i0 + 4 * q] = a.x, v[i0 + 4 * q + 1] = a.y, v[i0 + 4 * q + 2] = a.z, v[i0 + 4 * q + 3] = a.w;
+      }
     }
 #pragma unroll
     for (int i = 0; i < P; ++i)
@@ -318,18 +323,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_fused_kernel(FusedAr
     cluster.barrier_arrive();
   }
 
-  // Last-block election (the pattern of a grid barrier): the block's stores are ordered before
-  // thread 0's fence by the barrier, and the winner's fence orders every other block's stores
-  // before its reads.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned blocks = gridDim.x * gridDim.y;
-    last = atomicInc(p.counter, blocks - 1) == blocks - 1;
-    if (last) __threadfence();
-  }
-  __syncthreads();
-  if (last && warp < p.T) select_topk<P, kCluster>(p, warp, splits);
+  if (arrive_last(p.counter, gridDim.x * gridDim.y, &last) && warp < p.T) select_topk<P, kCluster>(p, warp, splits);
 
   if constexpr (kCluster) cg::this_cluster().barrier_wait();
 }
@@ -355,26 +349,6 @@ struct StagedArgs {
   unsigned* tile_counters;  // fused_tile_tree: splits done per tile
 };
 
-// 16 bytes written by other blocks during this kernel (so from L2, never L1), or zeros where
-// !pred: predicated like load_readonly, so that a thread's loads all issue before it adds.
-__device__ __forceinline__ float4 load_cg4(const float* p, bool pred) {
-  float4 v;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  setp.ne.b32 p, %5, 0;\n"
-      "  mov.f32 %0, 0f00000000;\n"
-      "  mov.f32 %1, 0f00000000;\n"
-      "  mov.f32 %2, 0f00000000;\n"
-      "  mov.f32 %3, 0f00000000;\n"
-      "  @p ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-      "}\n"
-      : "=&f"(v.x), "=&f"(v.y), "=&f"(v.z), "=&f"(v.w)
-      : "l"(p), "r"(int(pred))
-      : "memory");
-  return v;
-}
-
 // Float4 j of a tile's slots, one per split: all loads first (one L2 round trip).
 __device__ __forceinline__ void load_splits(float4 (&v)[kMaxSplits], const float* tile_slots, int tile_size,
                                             int splits, int j, bool pred) {
@@ -389,24 +363,6 @@ __device__ __forceinline__ float4 sum_splits(const float4 (&v)[kMaxSplits], int 
   for (int s = 1; s < kMaxSplits; ++s)
     if (s < splits) r.x += v[s].x, r.y += v[s].y, r.z += v[s].z, r.w += v[s].w;
   return r;
-}
-
-// Arrival of this block at a counter of n arrivals; true, in every thread, for the block that
-// arrives last. The barrier orders the block's stores before thread 0's release fence; the
-// winner's acquire fence orders every other block's stores before the block's later reads (the
-// release/acquire fence pattern of the PTX memory model). The counter wraps back to 0 as it
-// elects the last block, so every call and every graph replay starts clean.
-__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n, bool* flag) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned old;
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(counter), "r"(n - 1) : "memory");
-    if (old == n - 1) asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    *flag = old == n - 1;
-  }
-  __syncthreads();
-  return *flag;
 }
 
 // Grid, block and GEMM as router_fused_kernel.

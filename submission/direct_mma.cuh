@@ -1,0 +1,161 @@
+// A warp's bf16 tensor-core GEMM with both operands loaded straight from global memory into
+// mma.m16n8k16 fragments: no shared memory, no ldmatrix, no shuffles. For a weight streamed once
+// against a handful of tokens (the router, the small-M engine's direct kernel) the weights need
+// no staging: each 16-byte load of a weight row is already one thread's A fragment for two MMAs.
+//
+//   acc[n] += W[rows g, g+8 of the tile] . X[token 8n + g]   over the k chunks first, first +
+//             stride, ... below end (a chunk is 32 k), in that order.
+//
+// Fragments (PTX ISA, mma.m16n8k16 .bf16), with g = lane/4 and q = lane%4:
+//   A regs {a0a1, a2a3, a4a5, a6a7} = A[g][2q..], A[g+8][2q..], A[g][2q+8..], A[g+8][2q+8..]
+//   B regs {b0b1, b2b3}             = B[2q..][g], B[2q+8..][g]
+//   D      {d0, d1, d2, d3}         = D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]
+// Inside a chunk k is permuted so that each thread's 16-byte load feeds two mma: thread (g, q)
+// loads k = 8q..8q+7 of its two weight rows and of its token rows, and mma j maps its k index
+// 2q+i to 8q+4j+i and 2q+8+i to 8q+4j+2+i. A and B use the same map, a bijection onto the
+// chunk, so the dot products are unchanged.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace submission::direct {
+
+constexpr int kChunkK = 32;  // k per warp step: one 16-byte load per row feeds two k16 mma
+
+// 16 bytes that no thread writes during the kernel, or zeros where !pred. The predicate sits on
+// the load itself rather than on a branch, so that the loads of a batch stay in one basic block
+// and can all issue before the first mma. The outputs are early-clobber ("=&r"): they are zeroed
+// before the address is read.
+#define SUBMISSION_DIRECT_LOAD16(QUALIFIERS)                         \
+  "{\n"                                                               \
+  "  .reg .pred p;\n"                                                 \
+  "  setp.ne.b32 p, %5, 0;\n"                                         \
+  "  mov.b32 %0, 0;\n"                                                \
+  "  mov.b32 %1, 0;\n"                                                \
+  "  mov.b32 %2, 0;\n"                                                \
+  "  mov.b32 %3, 0;\n"                                                \
+  "  @p ld.global.nc" QUALIFIERS ".v4.u32 {%0, %1, %2, %3}, [%4];\n" \
+  "}\n"
+
+// Weights: L1 is skipped (no SM reads a weight byte twice, and the token rows keep L1 to
+// themselves); the 256-byte L2 prefetch fetches the chunks the neighbouring warps load next.
+__device__ __forceinline__ uint4 load_readonly(const __nv_bfloat16* p, bool pred) {
+  uint4 v;
+  asm volatile(SUBMISSION_DIRECT_LOAD16(".L1::no_allocate.L2::256B")
+               : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
+               : "l"(p), "r"(int(pred)));
+  return v;
+}
+
+// Token rows, through L1: every block on an SM reads them in full (the pooler's two blocks per
+// SM read the same rows in the same order), so that the second reader finds them in L1 instead
+// of L2.
+__device__ __forceinline__ uint4 load_shared_readonly(const __nv_bfloat16* p, bool pred) {
+  uint4 v;
+  asm volatile(SUBMISSION_DIRECT_LOAD16("") : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w) : "l"(p), "r"(int(pred)));
+  return v;
+}
+
+#undef SUBMISSION_DIRECT_LOAD16
+
+// d += A . B for one m16n8k16 tile, bf16 inputs, fp32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Where a lane's weight fragments come from, chunk by chunk (load(chunk, in, a, b): rows g and
+// g + 8 of the tile, k = 32 chunk + 8q .. +7, zeros where !in).
+//   RowMajor: W as it is, rows wa and wb (nullptr past the last row), K long. A warp's load
+//     touches 8 rows, 64 bytes of each.
+//   Packed: the tile's fragments in the order the warps read them, [chunk][row half][lane]
+//     16-byte pieces (pack_direct_kernel), zero-padded: a warp's load is 512 contiguous bytes
+//     and a block's tile one contiguous run, the pattern of a plain streaming read.
+struct RowMajorWeights {
+  const __nv_bfloat16* wa;
+  const __nv_bfloat16* wb;
+  int K;
+  __device__ __forceinline__ void load(int chunk, bool in, uint4& a, uint4& b) const {
+    const int k = chunk * kChunkK + (threadIdx.x % 4) * 8;
+    in = in && k < K;
+    a = load_readonly(wa + k, in && wa != nullptr);
+    b = load_readonly(wb + k, in && wb != nullptr);
+  }
+};
+struct PackedWeights {
+  const uint4* tile;  // the tile's first chunk
+  __device__ __forceinline__ void load(int chunk, bool in, uint4& a, uint4& b) const {
+    const uint4* c = tile + size_t(chunk) * 64 + threadIdx.x % 32;
+    a = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c), in);
+    b = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c + 32), in);
+  }
+};
+
+// The weight loads of one batch: Batch chunks from c0 on, stride apart.
+template <int Batch, class Weights>
+__device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, int stride, uint4 (&a)[Batch],
+                                             uint4 (&b)[Batch]) {
+#pragma unroll
+  for (int u = 0; u < Batch; ++u) {
+    const int chunk = c0 + u * stride;
+    w.load(chunk, chunk < end, a[u], b[u]);
+  }
+}
+
+// The token loads of the same batch, then its MMAs.
+template <int NT, int Batch>
+__device__ __forceinline__ void multiply_batch(const __nv_bfloat16* const (&x)[NT], int K, int c0, int end,
+                                               int stride, const uint4 (&a)[Batch], const uint4 (&b)[Batch],
+                                               float (&acc)[NT][4]) {
+  const int q = threadIdx.x % 4;
+  uint4 xv[Batch][NT];
+#pragma unroll
+  for (int u = 0; u < Batch; ++u) {
+    const int chunk = c0 + u * stride;
+    const int k = chunk * kChunkK + q * 8;
+    const bool in_k = chunk < end && k < K;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) xv[u][n] = load_shared_readonly(x[n] + k, in_k && x[n] != nullptr);
+  }
+#pragma unroll
+  for (int u = 0; u < Batch; ++u) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      mma_bf16(acc[n], a[u].x, b[u].x, a[u].y, b[u].y, xv[u][n].x, xv[u][n].y);
+      mma_bf16(acc[n], a[u].z, b[u].z, a[u].w, b[u].w, xv[u][n].z, xv[u][n].w);
+    }
+  }
+}
+
+// This lane's share of a warp's 16-row tile: weight rows g and g + 8 from w and token rows x[n]
+// (token 8n + g), K long, nullptr for a token past the end (it reads as zeros), K a multiple of
+// 8 (a thread's 8 k then lie all inside K or all past it).
+//
+// The weights are double-buffered: a batch's loads are issued before the previous batch's MMAs,
+// so a warp that loops over several batches keeps one batch of weight bytes in flight while it
+// multiplies, instead of draining to zero between batches. The token loads (L2 or L1 hits after
+// the first touch) follow the weights of the next batch. The caller's launch bounds must leave
+// ptxas the registers (two batches of weights, one of tokens) to keep the loads ahead of the
+// MMAs. A warp whose chunks fit one batch issues it and multiplies, nothing more.
+template <int NT, int Batch, class Weights>
+__device__ __forceinline__ void warp_gemm(const Weights& w, const __nv_bfloat16* const (&x)[NT], int K, int first,
+                                          int end, int stride, float (&acc)[NT][4]) {
+  const int step = Batch * stride;
+  uint4 a0[Batch], b0[Batch], a1[Batch], b1[Batch];
+  load_weights<Batch>(w, first, end, stride, a0, b0);
+  for (int c0 = first; c0 < end; c0 += 2 * step) {
+    const int c1 = c0 + step;
+    if (c1 < end) load_weights<Batch>(w, c1, end, stride, a1, b1);
+    multiply_batch<NT, Batch>(x, K, c0, end, stride, a0, b0, acc);
+    if (c1 >= end) break;
+    if (c1 + step < end) load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
+    multiply_batch<NT, Batch>(x, K, c1, end, stride, a1, b1, acc);
+  }
+}
+
+}  // namespace submission::direct
