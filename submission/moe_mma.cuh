@@ -96,6 +96,9 @@ struct MmaGemmArgs {
   __nv_bfloat16* h;         // GEMM 1 output [M*k][I]
   float* partial;           // GEMM 2: fp32 rows of each route and split [M*k][splits][H]
   int* counters;            // GEMM 2: finished (route, split) units per (token, row group), zero between calls
+  int stream_k;             // GEMM 1: 1 = stream-K schedule (see moe_mma_kernel), 0 = whole units
+  float4* sk_partial;       // GEMM 1 stream-K: each CTA's partial units, [grid][2][128 threads][RT*NT]
+  int* sk_counters;         // GEMM 1 stream-K: stages summed so far per unit, zero between calls
   __nv_bfloat16* out;       // [M][H]
   const int32_t* topk_ids;  // [M][k]
   const float* topk_weights;
@@ -287,6 +290,16 @@ __device__ __forceinline__ void compute_stage(const unsigned char* stage, int ro
   }
 }
 
+template <int NT, int RT>
+__device__ __forceinline__ void zero_acc(float (&acc)[RT][NT][4]) {
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
+}
+
 // GEMM 1 epilogue: accumulator rows g (gate) and g+8 (up) of a tile belong to
 // the same output i (see w13_source_row), so h needs no data exchange.
 template <int NT, int RT>
@@ -385,6 +398,69 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
   }
 }
 
+// GEMM 1's stream-K schedule. The units' stages (unit u, group g) = u*G + g
+// are dealt to the CTAs in contiguous ranges of equal length, so every CTA
+// streams the same number of weight bytes whatever the unit count: with whole
+// units per CTA, 224 units on 396 CTAs left 172 CTAs idle and put two units
+// on 92 SMs and one on 40. A unit cut by a range boundary is finished by the
+// CTA that completes its stage count (see stream_k_fixup). Each CTA gets at
+// least kStreamKMinStages stages (fewer CTAs work when there are few stages):
+// at 4, qwen3 M=1's 96 units of 16 stages were cut into ~4 parts each and
+// GEMM 1 ran 12.9 -> 18.2 us, the parts' fix-ups and short pipelines costing
+// more than the idle SMs they filled. At 16 such a GEMM keeps whole units.
+constexpr int kStreamKMinStages = 16;
+struct StreamK {
+  long long total;  // stages of all units
+  int ctas;         // CTAs with a range
+  __device__ long long lo(int c) const { return (long long)c * total / ctas; }
+  // The CTA whose range holds stage s.
+  __device__ int cta_of(long long s) const { return int(((s + 1) * ctas - 1) / total); }
+};
+
+// A stream-K unit's end in a CTA that holds only part of it: the CTA's
+// partial sums go to its slot (0: the unit is the CTA's first, 1: its last),
+// then the unit's stage count; the CTA that completes it sums every part in
+// CTA order (deterministic whoever arrives last), runs GEMM 1's epilogue and
+// resets the count for the next call.
+template <int NT, int RT>
+__device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
+                                               const StreamK& sk, int unit, int groups, int slot, int stages,
+                                               int* flag) {
+  constexpr int kFrag = kMmaThreads * RT * NT;  // float4 per slot
+  const int tid = threadIdx.x;
+  float4* mine = a.sk_partial + (size_t(blockIdx.x) * 2 + slot) * kFrag + tid * RT * NT;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      __stcg(mine + rt * NT + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+  __threadfence();  // release: the part is visible before the count says so
+  __syncthreads();
+  if (tid == 0) {
+    const bool last = atomicAdd(a.sk_counters + unit, stages) + stages == groups;
+    if (last) a.sk_counters[unit] = 0;
+    *flag = last;
+    __threadfence();  // acquire: the other parts before reading them
+  }
+  __syncthreads();
+  if (!*flag) return;
+  const long long u0 = (long long)unit * groups;
+  zero_acc(acc);
+  for (int c = sk.cta_of(u0), last_c = sk.cta_of(u0 + groups - 1); c <= last_c; ++c) {
+    if (sk.lo(c) == sk.lo(c + 1)) continue;  // an empty range holds no part
+    const int c_slot = sk.lo(c) / groups == unit ? 0 : 1;
+    const float4* part = a.sk_partial + (size_t(c) * 2 + c_slot) * kFrag + tid * RT * NT;
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const float4 v = __ldcg(part + rt * NT + nt);
+        acc[rt][nt][0] += v.x, acc[rt][nt][1] += v.y, acc[rt][nt][2] += v.z, acc[rt][nt][3] += v.w;
+      }
+  }
+  store_h<NT, RT>(a, meta, acc);
+}
+
 // C: the CTAs per SM the kernel is built for (its register cap and its
 // pipeline depth, MmaPipeline). kSplit: GEMM 2 with a split reduction; the
 // kernels without it see splits = 1 at compile time (the split loop in the
@@ -412,17 +488,34 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   const int row_groups = a.tiles / T::kTiles;
   const int splits = kSplit ? a.splits : 1;
   const int units = blocks * row_groups * splits;
-  const int my_units = int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
   const int unit_groups = a.groups / splits;  // the groups of one unit's part of the reduction
   const double inv_k = 1.0 / a.k;              // for moe_route_token
-  const int total = my_units * unit_groups;
+  // This CTA's stages: whole units round-robin (first_unit, first_unit +
+  // grid, ...), or GEMM 1's stream-K range [lo, hi) of consecutive units'
+  // stages, starting at group start_group of first_unit.
+  const bool stream_k = !kDown && a.stream_k;
+  StreamK sk{(long long)units * unit_groups, 0};
+  int total, first_unit, start_group = 0;
+  long long lo = 0, hi = 0;
+  if (stream_k) {
+    const long long by_stages = sk.total / kStreamKMinStages;
+    sk.ctas = by_stages < 1 ? 1 : by_stages < gridDim.x ? int(by_stages) : int(gridDim.x);
+    if (int(blockIdx.x) < sk.ctas) lo = sk.lo(blockIdx.x), hi = sk.lo(blockIdx.x + 1);
+    total = int(hi - lo);
+    first_unit = int(lo / unit_groups);
+    start_group = int(lo % unit_groups);
+  } else {
+    total = (int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0) * unit_groups;
+    first_unit = blockIdx.x;
+  }
+  auto unit_at = [&](int i) { return stream_k ? first_unit + i : first_unit + i * int(gridDim.x); };
 
   // Producer: runs kStages-1 stages ahead of the consumer, across unit
   // boundaries. The next unit's metadata is loaded one unit early so that its
   // global reads never stall the pipeline.
-  int issued = 0, p_unit = 0, p_group = 0, p_slot = 0;
-  UnitMeta<NT> cur = load_unit<kDown, kContig, NT, RT>(a, blockIdx.x, units, blocks, splits, inv_k);
-  UnitMeta<NT> next = load_unit<kDown, kContig, NT, RT>(a, blockIdx.x + gridDim.x, units, blocks, splits, inv_k);
+  int issued = 0, p_unit = 0, p_group = start_group, p_slot = 0;
+  UnitMeta<NT> cur = load_unit<kDown, kContig, NT, RT>(a, unit_at(0), units, blocks, splits, inv_k);
+  UnitMeta<NT> next = load_unit<kDown, kContig, NT, RT>(a, unit_at(1), units, blocks, splits, inv_k);
   enum Part { kAll, kWeightsOnly, kActsOnly };
   auto issue = [&](Part part) {
     if (issued < total) {
@@ -436,8 +529,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, kContig, NT, RT>(a, blockIdx.x + (p_unit + 1) * gridDim.x, units, blocks,
-                                                 splits, inv_k);
+        next = load_unit<kDown, kContig, NT, RT>(a, unit_at(p_unit + 1), units, blocks, splits, inv_k);
       }
     }
     cp_async_commit();  // empty groups keep the wait count uniform
@@ -462,14 +554,9 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   }
 
   float acc[RT][NT][4];
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
+  zero_acc(acc);
 
-  int c_group = 0, c_slot = 0;
+  int c_group = start_group, c_unit = 0, c_slot = 0, c_first_group = start_group;
 #pragma unroll 1
   for (int f = 0; f < total; ++f) {
     cp_async_wait<P::kStages - 2>();  // this thread's copies of stage f landed
@@ -478,18 +565,20 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
     const unsigned char* stage = mma_smem + c_slot * T::kStageBytes;
     const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
     compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
-    if (++c_group == unit_groups) {
-      c_group = 0;
-      if constexpr (kDown)
+    if (++c_group == unit_groups || f == total - 1) {  // the unit's end, or this CTA's share of it
+      if constexpr (kDown) {
         store_and_combine<NT, RT>(a, meta, acc, row_groups, splits, combine);
-      else
-        store_h<NT, RT>(a, meta, acc);
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
+      } else {
+        const int stages = c_group - c_first_group;
+        if (stages == unit_groups)
+          store_h<NT, RT>(a, meta, acc);
+        else
+          stream_k_fixup<NT, RT>(a, meta, acc, sk, unit_at(c_unit), unit_groups, c_unit == 0 ? 0 : 1, stages,
+                                 combine);
+      }
+      c_group = c_first_group = 0;
+      ++c_unit;
+      zero_acc(acc);
     }
     c_slot = c_slot + 1 == P::kStages ? 0 : c_slot + 1;
   }

@@ -149,6 +149,10 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // span a unit's whole reduction.
   if (variant != "mma" && variant != "mma_occ" && variant != "mma_contig")
     p.splits_down = moe_down_splits(d, p.block_tokens, p.tile_rows_down, sm_count * p.ctas_down);
+  // Stream-K in GEMM 1 for the default and the variants defined as the
+  // default with one change; those defined from mma keep whole units.
+  p.stream_k_up = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
+                  variant == "mma_nopdl";
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";
   p.unit_contiguous = variant == "mma_contig";

@@ -223,6 +223,7 @@ struct MoePlan {
   int ctas_up = 3;         // mma: resident CTAs per SM, GEMM 1 (3, or 6: mma_max_ctas_per_sm)
   int ctas_down = 3;       // mma: the same for GEMM 2
   int splits_down = 1;     // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
+  bool stream_k_up = false;  // mma: GEMM 1 deals equal ranges of stages to its CTAs (moe_mma_kernel)
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
 };
 
@@ -232,10 +233,11 @@ void validate_moe_dims(const MoeDims& d);
 // The plan for a variant; throws std::invalid_argument for an unknown variant
 // or one that cannot run the shape (mma_rows128 with blocks of 64). sm_count
 // feeds the model.
-//   default       tensor cores, tile rows from the model, GEMM 2's reduction
-//                 split where its units leave CTAs idle (moe_down_splits),
-//                 GEMMs PDL-chained
-//   mma           the same without the split (the previous default)
+//   default       tensor cores, tile rows from the model, GEMM 1 on a
+//                 stream-K schedule, GEMM 2's reduction split where its units
+//                 leave CTAs idle (moe_down_splits), GEMMs PDL-chained
+//   mma           whole units round-robin in GEMM 1, no split in GEMM 2
+//                 (the default before either)
 //   mma_rows64    the default with 64-row units in both GEMMs
 //   mma_rows128   the default with 128-row units
 //   mma_nopdl     the default with plain launches

@@ -134,9 +134,11 @@ class MoeW4A16 final : public Moe {
     }
     MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup, 1,
                    io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
+                   plan_.stream_k_up ? 1 : 0, sk_partial_.as<float4>(), sk_counters_.as<int>(),
                    io.out, io.topk_ids, io.topk_weights,
                    d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
     MmaGemmArgs down = up;
+    down.stream_k = 0;
     down.weights = w2_.as<uint4>();
     down.scales = s2_.as<uint4>();
     down.tiles = d_.H / kTileRows;
@@ -175,8 +177,16 @@ class MoeW4A16 final : public Moe {
     SUBMISSION_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
     for (const MmaKernel* k : {&up_, &down_})
       SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
-    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), kMmaThreads, up_.smem, sms,
-                               (long long)plan_.max_blocks * (2 * I / up_.tile_rows));
+    const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
+    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), kMmaThreads, up_.smem, sms, max_units_up);
+    if (plan_.stream_k_up) {
+      // Two partial units per CTA at most (its first and its last), each the
+      // CTA's accumulators: 128 threads x RT x NT float4.
+      const size_t frag = size_t(kMmaThreads) * (up_.tile_rows / 64) * (plan_.block_tokens / 8);
+      sk_partial_ = DeviceMemory(size_t(up_grid_) * 2 * frag * sizeof(float4));
+      sk_counters_ = DeviceMemory(size_t(max_units_up) * sizeof(int));
+      SUBMISSION_CUDA(cudaMemset(sk_counters_.as<int>(), 0, size_t(max_units_up) * sizeof(int)));
+    }
     down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), kMmaThreads, down_.smem, sms,
                                  (long long)plan_.max_blocks * (H / down_.tile_rows) * plan_.splits_down);
   }
@@ -203,7 +213,7 @@ class MoeW4A16 final : public Moe {
   DeviceMemory align_ws_, h_;
   int gemv_grid_ = 0;
   // tensor-core path
-  DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_;
+  DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, sk_partial_, sk_counters_;
   MmaKernel up_{}, down_{};
   int up_grid_ = 0, down_grid_ = 0;
 };
