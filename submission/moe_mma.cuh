@@ -508,7 +508,13 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
     total = (int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0) * unit_groups;
     first_unit = blockIdx.x;
   }
-  auto unit_at = [&](int i) { return stream_k ? first_unit + i : first_unit + i * int(gridDim.x); };
+  // Past the CTA's last unit, an index load_unit answers without a global
+  // read: the producer loads the next unit's metadata a unit ahead, and a
+  // read of a unit never issued stalled the pipeline at the unit boundary.
+  const int last_unit = !stream_k ? units : hi > lo ? int((hi - 1) / unit_groups) : -1;
+  auto unit_at = [&](int i) {
+    return !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
+  };
 
   // Producer: runs kStages-1 stages ahead of the consumer, across unit
   // boundaries. The next unit's metadata is loaded one unit early so that its

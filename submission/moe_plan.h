@@ -227,6 +227,9 @@ struct MoePlan {
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
 };
 
+// GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
+constexpr int kStreamKMinGroups = 32;
+
 // Throws std::invalid_argument for invalid dims (see submission.h).
 void validate_moe_dims(const MoeDims& d);
 

@@ -174,6 +174,15 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   CHECK(mma_max_ctas_per_sm(16, 4) == 6);
   CHECK(mma_max_ctas_per_sm(16, 8) == 3);
   CHECK(mma_max_ctas_per_sm(32, 4) == 3);
+  // GEMM 1's stream-K schedule: the default and the variants derived from it,
+  // for units of at least kStreamKMinGroups stages (H / 128); never mma.
+  CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).stream_k_up);
+  CHECK(plan_moe(mixtral64, "mma_nopdl", kSms).stream_k_up);
+  CHECK_FALSE(plan_moe(mixtral64, "mma", kSms).stream_k_up);
+  CHECK_FALSE(plan_moe(mixtral64, "mma_occ", kSms).stream_k_up);
+  CHECK_FALSE(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).stream_k_up);
+  CHECK(plan_moe(MoeDims{4, kStreamKMinGroups * kGroup, 256, 8, 8, 2, 0}, "default", kSms).stream_k_up);
+  CHECK_FALSE(plan_moe(MoeDims{4, (kStreamKMinGroups - 1) * kGroup, 256, 8, 8, 2, 0}, "default", kSms).stream_k_up);
   CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
   CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
   const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},

@@ -255,6 +255,17 @@ TEST_CASE("moe k = 1 under EP") {
   check_all_variants(MoeDims{13, 384, 256, 8, 4, 1, 1}, kAnyExpert, 14);
 }
 
+// H = 4096 gives GEMM 1 units of 32 stages, so the default takes the
+// stream-K schedule (kStreamKMinGroups) and cuts units between CTAs: their
+// parts are summed by whichever CTA completes them, bit-identically.
+TEST_CASE("moe H = 4096: GEMM 1 units cut between CTAs (stream-K)") {
+  check_all_variants(MoeDims{5, 4096, 256, 8, 8, 2, 0}, kAnyExpert, 18);
+}
+
+TEST_CASE("moe H = 4096 under EP, odd M, blocks of 16: stream-K with partial blocks") {
+  check_all_variants(MoeDims{23, 4096, 384, 16, 8, 4, 1}, kAnyExpert, 19);
+}
+
 TEST_CASE("moe M = 1") {
   check_all_variants(MoeDims{1, 256, 256, 16, 16, 4, 0}, kAnyExpert, 15);
 }
