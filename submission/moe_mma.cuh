@@ -281,10 +281,15 @@ __device__ __forceinline__ void compute_stage(const unsigned char* stage, int ro
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       if (nt * 8 < routes) {
-        acc[rt][nt][0] = fmaf(lo, part[rt][nt][0] + zero[nt][0], acc[rt][nt][0]);
-        acc[rt][nt][1] = fmaf(lo, part[rt][nt][1] + zero[nt][1], acc[rt][nt][1]);
-        acc[rt][nt][2] = fmaf(hi, part[rt][nt][2] + zero[nt][2], acc[rt][nt][2]);
-        acc[rt][nt][3] = fmaf(hi, part[rt][nt][3] + zero[nt][3], acc[rt][nt][3]);
+        // Not folded, zero[] stays 0, but x + 0.f is no identity in IEEE
+        // (-0 + 0 = +0), so the compiler would keep the adds in the loop.
+        if constexpr (kFoldZero)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) part[rt][nt][i] += zero[nt][i];
+        acc[rt][nt][0] = fmaf(lo, part[rt][nt][0], acc[rt][nt][0]);
+        acc[rt][nt][1] = fmaf(lo, part[rt][nt][1], acc[rt][nt][1]);
+        acc[rt][nt][2] = fmaf(hi, part[rt][nt][2], acc[rt][nt][2]);
+        acc[rt][nt][3] = fmaf(hi, part[rt][nt][3], acc[rt][nt][3]);
       }
     }
   }
