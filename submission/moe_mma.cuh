@@ -119,7 +119,23 @@ struct UnitMeta {
   const uint4* s_src;  // its scale chunk of group 0 (threads < 2 * tiles)
 };
 
-template <bool kDown, bool kContig, int NT, int RT>
+// Which copies of a stage a thread issues (a policy type, computed from
+// threadIdx where used, so that no register holds it across the kernel):
+// the activation slots slot0() + 8j, 16-byte chunk w_chunk() of the unit's
+// tile w_tile(), scale chunk s_chunk() of tile s_tile() (both in uint4).
+// AllThreadsCopy, for issue_weights/issue_acts with all 128 threads copying:
+// thread tid copies chunk tid % 64 of tiles tid/64 + 2j, scale chunk tid % 2
+// of tile tid/2, and chunk tid % 16 of slots tid/16 + 8j.
+template <int NT, int RT>
+struct AllThreadsCopy {
+  __device__ static int slot0() { return threadIdx.x >> 4; }
+  __device__ static int w_tile() { return threadIdx.x >> 6; }
+  __device__ static int w_chunk() { return threadIdx.x & 63; }
+  __device__ static int s_tile() { return threadIdx.x < MmaTile<NT, RT>::kTiles * 2 ? threadIdx.x >> 1 : 0; }
+  __device__ static int s_chunk() { return threadIdx.x & 1; }
+};
+
+template <bool kDown, bool kContig, int NT, int RT, class Map>
 __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit, int units,
                                                   int blocks, int splits, double inv_k) {
   using T = MmaTile<NT, RT>;
@@ -142,19 +158,16 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit
   u.routes = __ldcg(a.routes.block_routes + u.block);
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const int r = __ldcg(a.routes.slot_route + u.block * T::kTokens + (threadIdx.x >> 4) + 8 * j);
+    const int r = __ldcg(a.routes.slot_route + u.block * T::kTokens + Map::slot0() + 8 * j);
     u.route[j] = r;
     if constexpr (!kDown) u.act_row[j] = r < 0 ? -1 : moe_route_token(r, inv_k);
   }
-  // Thread tid copies 16-byte chunk tid % 64 of the unit's tiles tid/64 + 2j
-  // and scale chunk tid % 2 of tile tid/2. Within a unit tile_group_index is
-  // linear in the group (step kPack) and, for a fixed group, in the tile
-  // (step `groups` with packs of 1, 1 within a pack of the unit's tiles).
+  // Within a unit tile_group_index is linear in the group (step kPack) and,
+  // for a fixed group, in the tile (step `groups` with packs of 1, 1 within a
+  // pack of the unit's tiles).
   const size_t tile0 = size_t(u.expert) * a.tiles + size_t(u.row_group) * T::kTiles;
-  const int tid = threadIdx.x;
-  u.w_src = a.weights + tile_group_index(tile0 + (tid >> 6), 0, a.groups, kPack) * 64 + (tid & 63);
-  const int scale_tile = tid < T::kTiles * 2 ? tid >> 1 : 0;
-  u.s_src = a.scales + tile_group_index(tile0 + scale_tile, 0, a.groups, kPack) * 2 + (tid & 1);
+  u.w_src = a.weights + tile_group_index(tile0 + Map::w_tile(), 0, a.groups, kPack) * 64 + Map::w_chunk();
+  u.s_src = a.scales + tile_group_index(tile0 + Map::s_tile(), 0, a.groups, kPack) * 2 + Map::s_chunk();
   return u;
 }
 
@@ -174,8 +187,8 @@ __device__ __forceinline__ void issue_weights(const MmaGemmArgs& a, const UnitMe
   const uint4* src = u.w_src + size_t(group) * (kPack * 64);
   const size_t step = (kContig ? size_t(2) : size_t(2) * a.groups) * 64;
 #pragma unroll
-  for (int j = 0; j < T::kTiles / 2; ++j) cp_async16(ws + tid + kMmaThreads * j, src + j * step, true);
-  if (tid < T::kTiles * 2) cp_async16(ss + tid, u.s_src + size_t(group) * (kPack * 2), true);
+  for (int j = 0; j < T::kTiles / 2; ++j) cp_async16(ws + tid + kMmaThreads * j, src + j * step, 16);
+  if (tid < T::kTiles * 2) cp_async16(ss + tid, u.s_src + size_t(group) * (kPack * 2), 16);
 }
 
 template <bool kDown, int NT, int RT>
@@ -190,7 +203,7 @@ __device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<
   for (int j = 0; j < NT; ++j) {
     const int slot = (tid >> 4) + 8 * j, row = kDown ? u.route[j] : u.act_row[j];
     const __nv_bfloat16* src = row >= 0 ? a.act + size_t(row) * K + group * kGroup + chunk * 8 : a.act;
-    cp_async16(xs + act_stage_uint4(chunk, slot, T::kTokens), src, row >= 0);  // padding: zeros
+    cp_async16(xs + act_stage_uint4(chunk, slot, T::kTokens), src, row >= 0 ? 16 : 0);  // padding: zeros
   }
   if (tid == 0) {
     meta[0] = u.block;
@@ -305,6 +318,10 @@ __device__ __forceinline__ void zero_acc(float (&acc)[RT][NT][4]) {
       for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
 }
 
+// A barrier of the kMmaThreads threads that compute (the whole CTA, or all
+// but the producer warp of moe_ws_kernel), for the unit epilogues.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kMmaThreads) : "memory"); }
+
 // GEMM 1 epilogue: accumulator rows g (gate) and g+8 (up) of a tile belong to
 // the same output i (see w13_source_row), so h needs no data exchange.
 template <int NT, int RT>
@@ -358,7 +375,7 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
   // Release: this CTA's partial rows are visible device-wide before any of
   // its counter increments.
   __threadfence();
-  __syncthreads();
+  consumers_sync();
   if (tid < routes) {
     const int m = route[tid] / a.k;
     int* counter = a.counters + size_t(m) * row_groups + row_group;
@@ -367,7 +384,7 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
     combine[tid] = last ? m : -1;
     __threadfence();  // acquire: the other CTAs' partial rows before reading them
   }
-  __syncthreads();
+  consumers_sync();
   for (int s = 0; s < routes; ++s) {
     const int m = combine[s];
     if (m < 0) continue;
@@ -440,14 +457,14 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
     for (int nt = 0; nt < NT; ++nt)
       __stcg(mine + rt * NT + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
   __threadfence();  // release: the part is visible before the count says so
-  __syncthreads();
+  consumers_sync();
   if (tid == 0) {
     const bool last = atomicAdd(a.sk_counters + unit, stages) + stages == groups;
     if (last) a.sk_counters[unit] = 0;
     *flag = last;
     __threadfence();  // acquire: the other parts before reading them
   }
-  __syncthreads();
+  consumers_sync();
   if (!*flag) return;
   const long long u0 = (long long)unit * groups;
   zero_acc(acc);
@@ -466,6 +483,109 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
   store_h<NT, RT>(a, meta, acc);
 }
 
+// The stages a CTA runs, in order: whole units round-robin (first_unit,
+// first_unit + grid, ...), or GEMM 1's stream-K range [lo, hi) of
+// consecutive units' stages, starting at group start_group of first_unit.
+struct CtaStages {
+  StreamK sk;
+  bool stream_k;
+  int blocks, row_groups, splits;  // the routing's blocks; units per block = row_groups x splits
+  int units, unit_groups, total, first_unit, start_group, last_unit;
+  // The CTA's i-th unit. Past its last one, an index load_unit answers
+  // without a global read: the producer loads the next unit's metadata a
+  // unit ahead, and a read of a unit never issued stalled the pipeline at
+  // the unit boundary.
+  __device__ int unit_at(int i) const {
+    return !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
+  }
+};
+// Both GEMM kernels start here. GEMM 1 needs the alignment for everything.
+// GEMM 2 reads the routing before its wait: under PDL it starts only once
+// every GEMM 1 CTA has passed its own wait, so the alignment has completed
+// and been flushed by then; it waits before reading GEMM 1's output (h).
+template <bool kDown, bool kSplit, int RT>
+__device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a) {
+  if constexpr (!kDown) {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
+  CtaStages c;
+  c.blocks = __ldcg(a.routes.num_blocks);
+  c.row_groups = a.tiles / (kMmaWarps * RT);
+  c.splits = kSplit ? a.splits : 1;
+  c.units = c.blocks * c.row_groups * c.splits;
+  c.unit_groups = a.groups / c.splits;
+  const int units = c.units, unit_groups = c.unit_groups;
+  c.stream_k = !kDown && a.stream_k;
+  c.sk = StreamK{(long long)units * unit_groups, 0};
+  c.start_group = 0;
+  long long lo = 0, hi = 0;
+  if (c.stream_k) {
+    const long long by_stages = c.sk.total / kStreamKMinStages;
+    c.sk.ctas = by_stages < 1 ? 1 : by_stages < gridDim.x ? int(by_stages) : int(gridDim.x);
+    if (int(blockIdx.x) < c.sk.ctas) lo = c.sk.lo(blockIdx.x), hi = c.sk.lo(blockIdx.x + 1);
+    c.total = int(hi - lo);
+    c.first_unit = int(lo / unit_groups);
+    c.start_group = int(lo % unit_groups);
+  } else {
+    c.total = (int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0) * unit_groups;
+    c.first_unit = blockIdx.x;
+  }
+  c.last_unit = !c.stream_k ? units : hi > lo ? int((hi - 1) / unit_groups) : -1;
+  return c;
+}
+
+// The end of a unit, or of this CTA's share of it (`stages` of the unit's
+// groups): GEMM 2's store and combine, GEMM 1's h, or its stream-K fix-up.
+template <bool kDown, bool kSplit, int NT, int RT>
+__device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
+                                            const CtaStages& cs, int c_unit, int stages, int row_groups,
+                                            int splits, int* combine) {
+  if constexpr (kDown) {
+    store_and_combine<NT, RT>(a, meta, acc, row_groups, splits, combine);
+  } else if (stages == cs.unit_groups) {
+    store_h<NT, RT>(a, meta, acc);
+  } else {
+    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, c_unit == 0 ? 0 : 1, stages,
+                           combine);
+  }
+}
+
+// GEMM 1's last step: tokens with no route to this rank get zeros (GEMM 2
+// never visits them), one warp per token over the computing warps.
+__device__ __forceinline__ void zero_unrouted_tokens(const MmaGemmArgs& a) {
+  const int warp_id = blockIdx.x * kMmaWarps + (threadIdx.x >> 5);
+  for (int m = warp_id; m < a.M; m += gridDim.x * kMmaWarps) {
+    if (a.routes.token_routes[m] != 0) continue;
+    uint4* row = reinterpret_cast<uint4*>(a.out + size_t(m) * a.H);
+    for (int c = threadIdx.x & 31; c < a.H / 8; c += 32) row[c] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Where the MMA side of a CTA stands: the group of the next stage and the
+// CTA's unit index, and the group its share of that unit started at.
+struct ConsumerPos {
+  int group, unit, first_group;
+};
+// One stage's MMAs into acc, then, at the end of a unit or of the CTA's last
+// stage, the unit's epilogue (finish_unit). The stage's slot is read until
+// this returns.
+template <bool kDown, bool kSplit, int NT, int RT>
+__device__ __forceinline__ void consume_stage(const MmaGemmArgs& a, const CtaStages& cs, const unsigned char* stage,
+                                              const uint4* minus136_frag, int* combine, bool cta_last,
+                                              ConsumerPos& pos, float (&acc)[RT][NT][4]) {
+  using T = MmaTile<NT, RT>;
+  const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+  compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
+  if (++pos.group == cs.unit_groups || cta_last) {
+    finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
+                                       cs.splits, combine);
+    pos.group = pos.first_group = 0;
+    ++pos.unit;
+    zero_acc(acc);
+  }
+}
+
 // C: the CTAs per SM the kernel is built for (its register cap and its
 // pipeline depth, MmaPipeline). kSplit: GEMM 2 with a split reduction; the
 // kernels without it see splits = 1 at compile time (the split loop in the
@@ -482,51 +602,17 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   if (threadIdx.x == 0)
     *minus136_frag = make_uint4(kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136);
 
-  // GEMM 1 needs the alignment for everything. GEMM 2 reads the routing
-  // before its wait: under PDL it starts only once every GEMM 1 CTA has passed
-  // its own wait, so the alignment has completed and been flushed by then.
-  if constexpr (!kDown) {
-    pdl_wait();
-    pdl_launch_dependents();
-  }
-  const int blocks = __ldcg(a.routes.num_blocks);
-  const int row_groups = a.tiles / T::kTiles;
-  const int splits = kSplit ? a.splits : 1;
-  const int units = blocks * row_groups * splits;
-  const int unit_groups = a.groups / splits;  // the groups of one unit's part of the reduction
-  const double inv_k = 1.0 / a.k;              // for moe_route_token
-  // This CTA's stages: whole units round-robin (first_unit, first_unit +
-  // grid, ...), or GEMM 1's stream-K range [lo, hi) of consecutive units'
-  // stages, starting at group start_group of first_unit.
-  const bool stream_k = !kDown && a.stream_k;
-  StreamK sk{(long long)units * unit_groups, 0};
-  int total, first_unit, start_group = 0;
-  long long lo = 0, hi = 0;
-  if (stream_k) {
-    const long long by_stages = sk.total / kStreamKMinStages;
-    sk.ctas = by_stages < 1 ? 1 : by_stages < gridDim.x ? int(by_stages) : int(gridDim.x);
-    if (int(blockIdx.x) < sk.ctas) lo = sk.lo(blockIdx.x), hi = sk.lo(blockIdx.x + 1);
-    total = int(hi - lo);
-    first_unit = int(lo / unit_groups);
-    start_group = int(lo % unit_groups);
-  } else {
-    total = (int(blockIdx.x) < units ? (units - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0) * unit_groups;
-    first_unit = blockIdx.x;
-  }
-  // Past the CTA's last unit, an index load_unit answers without a global
-  // read: the producer loads the next unit's metadata a unit ahead, and a
-  // read of a unit never issued stalled the pipeline at the unit boundary.
-  const int last_unit = !stream_k ? units : hi > lo ? int((hi - 1) / unit_groups) : -1;
-  auto unit_at = [&](int i) {
-    return !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
-  };
+  const CtaStages cs = cta_stages<kDown, kSplit, RT>(a);
+  const int blocks = cs.blocks, splits = cs.splits, unit_groups = cs.unit_groups, total = cs.total;
+  const double inv_k = 1.0 / a.k;  // for moe_route_token
+  using Map = AllThreadsCopy<NT, RT>;
 
   // Producer: runs kStages-1 stages ahead of the consumer, across unit
   // boundaries. The next unit's metadata is loaded one unit early so that its
   // global reads never stall the pipeline.
-  int issued = 0, p_unit = 0, p_group = start_group, p_slot = 0;
-  UnitMeta<NT> cur = load_unit<kDown, kContig, NT, RT>(a, unit_at(0), units, blocks, splits, inv_k);
-  UnitMeta<NT> next = load_unit<kDown, kContig, NT, RT>(a, unit_at(1), units, blocks, splits, inv_k);
+  int issued = 0, p_unit = 0, p_group = cs.start_group, p_slot = 0;
+  UnitMeta<NT> cur = load_unit<kDown, kContig, NT, RT, Map>(a, cs.unit_at(0), cs.units, blocks, splits, inv_k);
+  UnitMeta<NT> next = load_unit<kDown, kContig, NT, RT, Map>(a, cs.unit_at(1), cs.units, blocks, splits, inv_k);
   enum Part { kAll, kWeightsOnly, kActsOnly };
   auto issue = [&](Part part) {
     if (issued < total) {
@@ -540,7 +626,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, kContig, NT, RT>(a, unit_at(p_unit + 1), units, blocks, splits, inv_k);
+        next = load_unit<kDown, kContig, NT, RT, Map>(a, cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
       }
     }
     cp_async_commit();  // empty groups keep the wait count uniform
@@ -567,43 +653,20 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   float acc[RT][NT][4];
   zero_acc(acc);
 
-  int c_group = start_group, c_unit = 0, c_slot = 0, c_first_group = start_group;
+  ConsumerPos pos{cs.start_group, 0, cs.start_group};
+  int c_slot = 0;
 #pragma unroll 1
   for (int f = 0; f < total; ++f) {
     cp_async_wait<P::kStages - 2>();  // this thread's copies of stage f landed
     __syncthreads();                  // everyone's did; slot f-1 is free
     issue(kAll);                      // stage f + kStages - 1 into slot f-1
-    const unsigned char* stage = mma_smem + c_slot * T::kStageBytes;
-    const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
-    compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
-    if (++c_group == unit_groups || f == total - 1) {  // the unit's end, or this CTA's share of it
-      if constexpr (kDown) {
-        store_and_combine<NT, RT>(a, meta, acc, row_groups, splits, combine);
-      } else {
-        const int stages = c_group - c_first_group;
-        if (stages == unit_groups)
-          store_h<NT, RT>(a, meta, acc);
-        else
-          stream_k_fixup<NT, RT>(a, meta, acc, sk, unit_at(c_unit), unit_groups, c_unit == 0 ? 0 : 1, stages,
-                                 combine);
-      }
-      c_group = c_first_group = 0;
-      ++c_unit;
-      zero_acc(acc);
-    }
+    consume_stage<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes, minus136_frag, combine,
+                                         f == total - 1, pos, acc);
     c_slot = c_slot + 1 == P::kStages ? 0 : c_slot + 1;
   }
   cp_async_wait<0>();
 
-  if constexpr (!kDown) {
-    // Tokens with no route to this rank get zeros: GEMM 2 never visits them.
-    const int warp_id = blockIdx.x * kMmaWarps + (threadIdx.x >> 5);
-    for (int m = warp_id; m < a.M; m += gridDim.x * kMmaWarps) {
-      if (a.routes.token_routes[m] != 0) continue;
-      uint4* row = reinterpret_cast<uint4*>(a.out + size_t(m) * a.H);
-      for (int c = threadIdx.x & 31; c < a.H / 8; c += 32) row[c] = make_uint4(0, 0, 0, 0);
-    }
-  }
+  if constexpr (!kDown) zero_unrouted_tokens(a);
 }
 
 }  // namespace submission::moe

@@ -130,7 +130,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
   // stay as the simple fallback.
   if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
-      variant == "mma_occ" || variant == "mma_occ_splitk") {
+      variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies") {
     p.tile_rows_up = pick(2 * d.I, d.H);
     p.tile_rows_down = pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
@@ -155,12 +155,14 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // parts written, counted and summed) is paid per unit, and with H = 2048
   // (16 stages) every qwen3 shape ran 1-6% slower than with whole units on
   // the H200, while H = 4096 and 7168 (32 and 56 stages) ran 3-12% faster.
-  p.stream_k_up = (variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
-                   variant == "mma_nopdl") &&
-                  d.H / kGroup >= kStreamKMinGroups;
+  const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
+                            variant == "mma_nopdl" || variant == "mma_cta_copies";
+  p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";
-  p.unit_contiguous = variant == "mma_contig";
+  p.warp_specialized = from_default && variant != "mma_cta_copies";
+  // The producer warp copies a stage's weights in one bulk copy: one run.
+  p.unit_contiguous = variant == "mma_contig" || p.warp_specialized;
   return p;
 }
 

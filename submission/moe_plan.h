@@ -195,11 +195,16 @@ constexpr int mma_stage_bytes(int tokens, int tiles) {
 // Shared memory past the stages: the combine list (tokens ints) and the
 // zero-point MMA's constant A fragment (16 bytes, see compute_stage).
 constexpr int mma_tail_bytes(int tokens) { return tokens * 4 + 16; }
-// As many stages as the budget holds next to that.
-constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm) {
-  return (mma_smem_budget(ctas_per_sm) - mma_tail_bytes(tokens)) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
-             ? (mma_smem_budget(ctas_per_sm) - mma_tail_bytes(tokens)) / mma_stage_bytes(tokens, tiles)
+// The warp-specialised kernel's tail adds a full and an empty mbarrier per stage.
+constexpr int ws_tail_bytes(int tokens) { return mma_tail_bytes(tokens) + 2 * 8 * kMmaMaxStages; }
+// As many stages as the budget holds next to a tail of `tail` bytes.
+constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm, int tail) {
+  return (mma_smem_budget(ctas_per_sm) - tail) / mma_stage_bytes(tokens, tiles) < kMmaMaxStages
+             ? (mma_smem_budget(ctas_per_sm) - tail) / mma_stage_bytes(tokens, tiles)
              : kMmaMaxStages;
+}
+constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm) {
+  return mma_stages(tokens, tiles, ctas_per_sm, mma_tail_bytes(tokens));
 }
 // The most CTAs per SM a kernel of blocks of `tokens` routes and units of
 // `tiles` 16-row tiles may use (see above).
@@ -225,6 +230,7 @@ struct MoePlan {
   int splits_down = 1;     // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
   bool stream_k_up = false;  // mma: GEMM 1 deals equal ranges of stages to its CTAs (moe_mma_kernel)
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
+  bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies), 3 CTAs per SM, unit-packed
 };
 
 // GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
@@ -238,9 +244,14 @@ void validate_moe_dims(const MoeDims& d);
 // feeds the model.
 //   default       tensor cores, tile rows from the model, GEMM 1 on a
 //                 stream-K schedule, GEMM 2's reduction split where its units
-//                 leave CTAs idle (moe_down_splits), GEMMs PDL-chained
-//   mma           whole units round-robin in GEMM 1, no split in GEMM 2
-//                 (the default before either)
+//                 leave CTAs idle (moe_down_splits), GEMMs PDL-chained, on
+//                 the warp-specialised kernels (moe_mma_ws.cuh: a producer
+//                 warp copies, weights packed per unit)
+//   mma_cta_copies  the default on moe_mma_kernel (every thread copies by
+//                 cp.async, a CTA barrier per stage): the default before
+//                 the producer warp
+//   mma           whole units round-robin in GEMM 1, no split in GEMM 2, on
+//                 moe_mma_kernel (the default before either)
 //   mma_rows64    the default with 64-row units in both GEMMs
 //   mma_rows128   the default with 128-row units
 //   mma_nopdl     the default with plain launches

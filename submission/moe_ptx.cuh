@@ -1,11 +1,13 @@
 // PTX wrappers of the moe_w4a16 kernels (sm_90): programmatic dependent
-// launch, cp.async, the bf16 tensor-core MMA and the int4 -> bf16 dequant.
+// launch, the bf16 tensor-core MMA and the int4 -> bf16 dequant (the copies'
+// wrappers: async_copy.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "submission/async_copy.cuh"
 #include "submission/moe_plan.h"
 
 namespace submission::moe {
@@ -19,21 +21,6 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
 // memory: the next grid still calls pdl_wait before reading anything.
 __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-// 16-byte global -> shared copy that bypasses L1 (weights are read once).
-// With valid == false nothing is read and the 16 bytes are zero-filled.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // d += A(16x16, row) . B(16x8, col), bf16 inputs, fp32 accumulation. Fragment

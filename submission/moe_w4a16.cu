@@ -7,9 +7,10 @@
 //   2. GEMM 1 + SiLU-and-mul -> h. Every h row needs the full reduction over H.
 //   3. GEMM 2 + weighted combine -> out. Every output needs all of h.
 // The tensor-core variants chain 2 and 3 with programmatic dependent launch,
-// so each grid is resident and waiting when its predecessor finishes.
+// so each grid is resident and waiting when its predecessor finishes. The
+// default GEMMs are the warp-specialised kernels of moe_mma_ws.cuh.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
-// mma_contig, mma_occ, mma_occ_splitk, gemv.
+// mma_contig, mma_occ, mma_occ_splitk, mma_cta_copies, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include "submission/moe_align.cuh"
 #include "submission/moe_gemv.cuh"
 #include "submission/moe_mma.cuh"
+#include "submission/moe_mma_ws.cuh"
 #include "submission/moe_plan.h"
 #include "submission/variants.h"
 
@@ -33,11 +35,18 @@ struct MmaKernel {
   MmaKernelFn fn;
   int smem;
   int tile_rows;
+  int threads;
 };
 template <bool kDown, bool kContig, bool kSplit, int NT, int RT, int C>
 MmaKernel mma_kernel() {
   return {moe_mma_kernel<kDown, kContig, NT, RT, C, kSplit>, MmaPipeline<NT, RT, C>::kSmemBytes,
-          MmaTile<NT, RT>::kRows};
+          MmaTile<NT, RT>::kRows, kMmaThreads};
+}
+// The warp-specialised kernel of the same tile (3 CTAs per SM, W packed per unit).
+template <bool kDown, bool kSplit, int NT, int RT>
+MmaKernel ws_kernel() {
+  return {moe_ws_kernel<kDown, NT, RT, kSplit>, WsPipeline<NT, RT>::kSmemBytes, MmaTile<NT, RT>::kRows,
+          kWsThreads};
 }
 // The instantiation for a block size, tile rows and CTAs per SM: 8-route
 // token tiles NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per
@@ -51,24 +60,34 @@ MmaKernel six_per_sm() {
   throw std::invalid_argument("moe_w4a16: no kernel for this block size and layout with 6 CTAs per SM");
 }
 template <bool kDown, bool kContig, bool kSplit, int NT>
-MmaKernel pick_rows(int tile_rows, int ctas) {
-  if (ctas == 6)
-    return tile_rows == 128 ? six_per_sm<kDown, kContig, kSplit, NT, 2>() : six_per_sm<kDown, kContig, kSplit, NT, 1>();
-  if (ctas != 3) throw std::invalid_argument("moe_w4a16: no kernel for this many CTAs per SM");
-  if constexpr (NT < 8) {
-    if (tile_rows == 128) return mma_kernel<kDown, kContig, kSplit, NT, 2, 3>();
-  } else {
-    if (tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
+MmaKernel pick_rows(int tile_rows, int ctas, bool ws) {
+  if (NT == 8 && tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
+  constexpr int kRt128 = NT < 8 ? 2 : 1;  // RT of 128-row units (none with blocks of 64, refused above)
+  if (ws) {
+    if constexpr (kContig) {
+      if (ctas == kWsCtasPerSm)
+        return tile_rows == 128 ? ws_kernel<kDown, kSplit, NT, kRt128>() : ws_kernel<kDown, kSplit, NT, 1>();
+    }
+    throw std::invalid_argument("moe_w4a16: the warp-specialised kernel runs 3 CTAs per SM on unit-packed weights");
   }
-  return mma_kernel<kDown, kContig, kSplit, NT, 1, 3>();
+  if constexpr (kContig && kSplit) {
+    throw std::invalid_argument("moe_w4a16: a split GEMM 2 on unit-packed weights needs the warp-specialised kernel");
+  } else {
+    if (ctas == 6)
+      return tile_rows == 128 ? six_per_sm<kDown, kContig, kSplit, NT, kRt128>()
+                              : six_per_sm<kDown, kContig, kSplit, NT, 1>();
+    if (ctas != 3) throw std::invalid_argument("moe_w4a16: no kernel for this many CTAs per SM");
+    return tile_rows == 128 ? mma_kernel<kDown, kContig, kSplit, NT, kRt128, 3>()
+                            : mma_kernel<kDown, kContig, kSplit, NT, 1, 3>();
+  }
 }
 template <bool kDown, bool kContig, bool kSplit>
-MmaKernel pick_mma_kernel(int block_tokens, int tile_rows, int ctas) {
+MmaKernel pick_mma_kernel(int block_tokens, int tile_rows, int ctas, bool ws) {
   switch (block_tokens) {
-    case 8: return pick_rows<kDown, kContig, kSplit, 1>(tile_rows, ctas);
-    case 16: return pick_rows<kDown, kContig, kSplit, 2>(tile_rows, ctas);
-    case 32: return pick_rows<kDown, kContig, kSplit, 4>(tile_rows, ctas);
-    case 64: return pick_rows<kDown, kContig, kSplit, 8>(tile_rows, ctas);
+    case 8: return pick_rows<kDown, kContig, kSplit, 1>(tile_rows, ctas, ws);
+    case 16: return pick_rows<kDown, kContig, kSplit, 2>(tile_rows, ctas, ws);
+    case 32: return pick_rows<kDown, kContig, kSplit, 4>(tile_rows, ctas, ws);
+    case 64: return pick_rows<kDown, kContig, kSplit, 8>(tile_rows, ctas, ws);
   }
   throw std::invalid_argument("moe_w4a16: no kernel for this block size");
 }
@@ -77,12 +96,13 @@ MmaKernel pick_mma_kernel(const MoePlan& p, int tile_rows) {
   const int ctas = kDown ? p.ctas_down : p.ctas_up;
   if constexpr (kDown) {
     if (p.splits_down > 1) {
+      if (p.warp_specialized) return pick_mma_kernel<true, true, true>(p.block_tokens, tile_rows, ctas, true);
       if (p.unit_contiguous) throw std::invalid_argument("moe_w4a16: no split kernel for contiguous units");
-      return pick_mma_kernel<true, false, true>(p.block_tokens, tile_rows, ctas);
+      return pick_mma_kernel<true, false, true>(p.block_tokens, tile_rows, ctas, false);
     }
   }
-  return p.unit_contiguous ? pick_mma_kernel<kDown, true, false>(p.block_tokens, tile_rows, ctas)
-                           : pick_mma_kernel<kDown, false, false>(p.block_tokens, tile_rows, ctas);
+  return p.unit_contiguous ? pick_mma_kernel<kDown, true, false>(p.block_tokens, tile_rows, ctas, p.warp_specialized)
+                           : pick_mma_kernel<kDown, false, false>(p.block_tokens, tile_rows, ctas, p.warp_specialized);
 }
 
 // Persistent grid: every CTA that fits at once, but no more than the units
@@ -178,7 +198,7 @@ class MoeW4A16 final : public Moe {
     for (const MmaKernel* k : {&up_, &down_})
       SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
-    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), kMmaThreads, up_.smem, sms, max_units_up);
+    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem, sms, max_units_up);
     if (plan_.stream_k_up) {
       // Two partial units per CTA at most (its first and its last), each the
       // CTA's accumulators: 128 threads x RT x NT float4.
@@ -187,14 +207,14 @@ class MoeW4A16 final : public Moe {
       sk_counters_ = DeviceMemory(size_t(max_units_up) * sizeof(int));
       SUBMISSION_CUDA(cudaMemset(sk_counters_.as<int>(), 0, size_t(max_units_up) * sizeof(int)));
     }
-    down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), kMmaThreads, down_.smem, sms,
+    down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), down_.threads, down_.smem, sms,
                                  (long long)plan_.max_blocks * (H / down_.tile_rows) * plan_.splits_down);
   }
 
   void launch(const MmaKernel& k, int grid, const MmaGemmArgs& a, cudaStream_t stream) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(kMmaThreads);
+    cfg.blockDim = dim3(k.threads);
     cfg.dynamicSmemBytes = k.smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
@@ -234,8 +254,8 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const st
 
 namespace detail {
 std::vector<std::string> moe_variants() {
-  return {"default",    "mma",     "mma_rows64",     "mma_rows128", "mma_nopdl",
-          "mma_contig", "mma_occ", "mma_occ_splitk", "gemv"};
+  return {"default", "mma_cta_copies", "mma",     "mma_rows64",     "mma_rows128",
+          "mma_nopdl", "mma_contig",     "mma_occ", "mma_occ_splitk", "gemv"};
 }
 }  // namespace detail
 

@@ -132,11 +132,13 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
                            MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64,
                            MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
-    for (const char* v : {"default", "mma", "mma_rows64", "mma_nopdl", "mma_contig"}) {
+    for (const char* v : {"default", "mma_cta_copies", "mma", "mma_rows64", "mma_nopdl", "mma_contig"}) {
       const MoePlan p = plan_moe(d, v, kSms);
       CHECK(p.kernel == MoeKernel::mma);
       CHECK(p.pdl == (std::string(v) != "mma_nopdl"));
-      CHECK(p.unit_contiguous == (std::string(v) == "mma_contig"));
+      const bool ws = std::string(v) == "default" || std::string(v) == "mma_rows64" || std::string(v) == "mma_nopdl";
+      CHECK(p.warp_specialized == ws);
+      CHECK(p.unit_contiguous == (ws || std::string(v) == "mma_contig"));
       for (int rows : {p.tile_rows_up, p.tile_rows_down}) CHECK((rows == 64 || rows == 128));
       CHECK((2 * d.I) % p.tile_rows_up == 0);
       CHECK(d.H % p.tile_rows_down == 0);
@@ -178,6 +180,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // for units of at least kStreamKMinGroups stages (H / 128); never mma.
   CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).stream_k_up);
   CHECK(plan_moe(mixtral64, "mma_nopdl", kSms).stream_k_up);
+  CHECK(plan_moe(mixtral64, "mma_cta_copies", kSms).stream_k_up);
   CHECK_FALSE(plan_moe(mixtral64, "mma", kSms).stream_k_up);
   CHECK_FALSE(plan_moe(mixtral64, "mma_occ", kSms).stream_k_up);
   CHECK_FALSE(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).stream_k_up);
