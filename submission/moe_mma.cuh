@@ -218,10 +218,15 @@ __device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<
 }
 
 // One stage's MMAs: acc += scale * (W_q - 8) . act, per 16-row tile and
-// 8-route tile. Token tiles past the block's routes are skipped.
-template <int NT, int RT>
-__device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes, const uint4* minus136_frag,
-                                              float (&acc)[RT][NT][4]) {
+// 8-route tile, for the block's first N token tiles (the others hold only
+// padding routes). N is a template argument, so that no MMA is predicated:
+// predicated on the route count (from shared memory, not provably uniform),
+// each mma.sync took a WARPSYNC of its own (ncu: 12.5% of qwen3 m256's
+// instructions).
+template <int N, int NT, int RT>
+__device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, const uint4* minus136_frag,
+                                                    float (&acc)[RT][NT][4]) {
+  static_assert(N >= 1 && N <= NT, "");
   using T = MmaTile<NT, RT>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const uint4* ws = reinterpret_cast<const uint4*>(stage);
@@ -247,10 +252,10 @@ __device__ __forceinline__ void compute_stage(const unsigned char* stage, int ro
   // past that each A register is unbiased by a bf16x2 subtract (exact).
   // The constant fragment comes from shared memory: built from immediates,
   // ptxas re-created it before every such MMA (5 instructions each).
-  constexpr bool kFoldZero = NT <= 2;
-  float part[RT][NT][4], zero[NT][4];
+  constexpr bool kFoldZero = N <= 2;
+  float part[RT][N][4], zero[N][4];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
+  for (int nt = 0; nt < N; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       zero[nt][i] = 0.f;
@@ -264,27 +269,24 @@ __device__ __forceinline__ void compute_stage(const unsigned char* stage, int ro
   }
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    uint32_t b[NT][4];
+    uint32_t b[N][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      if (nt * 8 < routes) {
-        const uint4 v = xs[act_fragment_uint4(p, nt * 8 + g, t, T::kTokens)];
-        b[nt][0] = v.x, b[nt][1] = v.y, b[nt][2] = v.z, b[nt][3] = v.w;
-      }
+    for (int nt = 0; nt < N; ++nt) {
+      const uint4 v = xs[act_fragment_uint4(p, nt * 8 + g, t, T::kTokens)];
+      b[nt][0] = v.x, b[nt][1] = v.y, b[nt][2] = v.z, b[nt][3] = v.w;
     }
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
+      if constexpr (kFoldZero)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        if (kFoldZero && nt * 8 < routes) mma_bf16_16816(zero[nt], minus136, b[nt][2 * s], b[nt][2 * s + 1]);
+        for (int nt = 0; nt < N; ++nt) mma_bf16_16816(zero[nt], minus136, b[nt][2 * s], b[nt][2 * s + 1]);
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) {
         uint32_t af[4];
         biased_word(wq[rt][2 * p + s], af);
         if constexpr (!kFoldZero) unbias(af);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          if (nt * 8 < routes) mma_bf16_16816(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
+        for (int nt = 0; nt < N; ++nt) mma_bf16_16816(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
       }
     }
   }
@@ -292,20 +294,32 @@ __device__ __forceinline__ void compute_stage(const unsigned char* stage, int ro
   for (int rt = 0; rt < RT; ++rt) {
     const float lo = bf16_lo_to_float(scale[rt]), hi = bf16_hi_to_float(scale[rt]);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      if (nt * 8 < routes) {
-        // Not folded, zero[] stays 0, but x + 0.f is no identity in IEEE
-        // (-0 + 0 = +0), so the compiler would keep the adds in the loop.
-        if constexpr (kFoldZero)
+    for (int nt = 0; nt < N; ++nt) {
+      // Not folded, zero[] stays 0, but x + 0.f is no identity in IEEE
+      // (-0 + 0 = +0), so the compiler would keep the adds in the loop.
+      if constexpr (kFoldZero)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) part[rt][nt][i] += zero[nt][i];
-        acc[rt][nt][0] = fmaf(lo, part[rt][nt][0], acc[rt][nt][0]);
-        acc[rt][nt][1] = fmaf(lo, part[rt][nt][1], acc[rt][nt][1]);
-        acc[rt][nt][2] = fmaf(hi, part[rt][nt][2], acc[rt][nt][2]);
-        acc[rt][nt][3] = fmaf(hi, part[rt][nt][3], acc[rt][nt][3]);
-      }
+        for (int i = 0; i < 4; ++i) part[rt][nt][i] += zero[nt][i];
+      acc[rt][nt][0] = fmaf(lo, part[rt][nt][0], acc[rt][nt][0]);
+      acc[rt][nt][1] = fmaf(lo, part[rt][nt][1], acc[rt][nt][1]);
+      acc[rt][nt][2] = fmaf(hi, part[rt][nt][2], acc[rt][nt][2]);
+      acc[rt][nt][3] = fmaf(hi, part[rt][nt][3], acc[rt][nt][3]);
     }
   }
+}
+
+// The stage's MMAs for the block's routes: N = the token tiles that hold a
+// route (a block has at least one), chosen by one branch per stage.
+template <int NT, int RT, int N = NT>
+__device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes, const uint4* minus136_frag,
+                                              float (&acc)[RT][NT][4]) {
+  if constexpr (N > 1) {
+    if (routes <= 8 * (N - 1)) {
+      compute_stage<NT, RT, N - 1>(stage, routes, minus136_frag, acc);
+      return;
+    }
+  }
+  compute_stage_tiles<N, NT, RT>(stage, minus136_frag, acc);
 }
 
 template <int NT, int RT>
@@ -425,7 +439,7 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
 // streams the same number of weight bytes whatever the unit count: with whole
 // units per CTA, 224 units on 396 CTAs left 172 CTAs idle and put two units
 // on 92 SMs and one on 40. A unit cut by a range boundary is finished by the
-// CTA that completes its stage count (see stream_k_fixup). Each CTA gets at
+// CTA that holds its first stage (see stream_k_fixup). Each CTA gets at
 // least kStreamKMinStages stages (fewer CTAs work when there are few stages):
 // at 4, qwen3 M=1's 96 units of 16 stages were cut into ~4 parts each and
 // GEMM 1 ran 12.9 -> 18.2 us, the parts' fix-ups and short pipelines costing
@@ -439,36 +453,51 @@ struct StreamK {
   __device__ int cta_of(long long s) const { return int(((s + 1) * ctas - 1) / total); }
 };
 
-// A stream-K unit's end in a CTA that holds only part of it: the CTA's
-// partial sums go to its slot (0: the unit is the CTA's first, 1: its last),
-// then the unit's stage count; the CTA that completes it sums every part in
-// CTA order (deterministic whoever arrives last), runs GEMM 1's epilogue and
-// resets the count for the next call.
+// A stream-K unit's end in a CTA that holds only part of it. The unit's
+// first stage's CTA finishes it: its part is the tail of its range (the unit
+// runs on past it), so it ends last, when the CTAs holding the unit's later
+// stages (the head of their ranges, or the whole range of a CTA inside a
+// long unit) have long posted theirs. Those store their partial sums to
+// their slot (0: the unit is the CTA's first, 1: its last) and add their
+// stage count, without waiting: a CTA that had to learn whether it arrived
+// last stalled its MMA warps for two L2 round trips at the head of its range
+// (ncu: 13% of dsv3 m8 GEMM 1's warp samples). The finisher waits until the
+// count holds the other stages, adds the parts in CTA order to its own
+// (deterministic), runs GEMM 1's epilogue and resets the count for the next
+// call. Every CTA of the grid is resident (persistent grid), so the wait
+// ends.
 template <int NT, int RT>
 __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
-                                               const StreamK& sk, int unit, int groups, int slot, int stages,
-                                               int* flag) {
+                                               const StreamK& sk, int unit, int groups, int slot, int stages) {
   constexpr int kFrag = kMmaThreads * RT * NT;  // float4 per slot
   const int tid = threadIdx.x;
-  float4* mine = a.sk_partial + (size_t(blockIdx.x) * 2 + slot) * kFrag + tid * RT * NT;
+  const long long u0 = (long long)unit * groups;
+  int* counter = a.sk_counters + unit;
+  const int first_c = sk.cta_of(u0);
+  if (first_c != int(blockIdx.x)) {
+    float4* mine = a.sk_partial + (size_t(blockIdx.x) * 2 + slot) * kFrag + tid * RT * NT;
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
+    for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      __stcg(mine + rt * NT + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
-  __threadfence();  // release: the part is visible before the count says so
-  consumers_sync();
+      for (int nt = 0; nt < NT; ++nt)
+        __stcg(mine + rt * NT + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+    consumers_sync();  // every thread's part is stored before thread 0 releases it
+    if (tid == 0) {
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+      asm volatile("red.relaxed.gpu.global.add.s32 [%0], %1;" ::"l"(counter), "r"(stages) : "memory");
+    }
+    return;
+  }
   if (tid == 0) {
-    const bool last = atomicAdd(a.sk_counters + unit, stages) + stages == groups;
-    if (last) a.sk_counters[unit] = 0;
-    *flag = last;
-    __threadfence();  // acquire: the other parts before reading them
+    int seen;
+    do {
+      asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    } while (seen != groups - stages);
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the parts before reading them
+    *counter = 0;
   }
   consumers_sync();
-  if (!*flag) return;
-  const long long u0 = (long long)unit * groups;
-  zero_acc(acc);
-  for (int c = sk.cta_of(u0), last_c = sk.cta_of(u0 + groups - 1); c <= last_c; ++c) {
+  for (int c = first_c + 1, last_c = sk.cta_of(u0 + groups - 1); c <= last_c; ++c) {
     if (sk.lo(c) == sk.lo(c + 1)) continue;  // an empty range holds no part
     const int c_slot = sk.lo(c) / groups == unit ? 0 : 1;
     const float4* part = a.sk_partial + (size_t(c) * 2 + c_slot) * kFrag + tid * RT * NT;
@@ -546,8 +575,7 @@ __device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* met
   } else if (stages == cs.unit_groups) {
     store_h<NT, RT>(a, meta, acc);
   } else {
-    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, c_unit == 0 ? 0 : 1, stages,
-                           combine);
+    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, c_unit == 0 ? 0 : 1, stages);
   }
 }
 
