@@ -20,16 +20,17 @@
 namespace submission::moe {
 
 constexpr int kWsThreads = kMmaThreads + 32;  // 4 MMA warps, then the producer warp
-constexpr int kWsCtasPerSm = 3;
 
-template <int NT, int RT>
+// C CTAs per SM: 3, or 4 where the MMA warps fit 96 registers
+// (ws_max_ctas_per_sm in moe_plan.h).
+template <int NT, int RT, int C>
 struct WsPipeline {
   using T = MmaTile<NT, RT>;
-  static constexpr int kStages = mma_stages(T::kTokens, T::kTiles, kWsCtasPerSm, ws_tail_bytes(T::kTokens));
+  static constexpr int kStages = mma_stages(T::kTokens, T::kTiles, C, ws_tail_bytes(T::kTokens));
   static constexpr int kBarBytes = 2 * 8 * kStages;  // full[kStages], then empty[kStages]
   static constexpr int kSmemBytes = kStages * T::kStageBytes + kBarBytes + mma_tail_bytes(T::kTokens);
   static_assert(kStages >= 3, "pipeline too shallow");
-  static_assert(kSmemBytes <= mma_smem_budget(kWsCtasPerSm), "");
+  static_assert(kSmemBytes <= mma_smem_budget(C), "");
 };
 
 // The producer's copies. A stage's weights and its scales are one bulk copy
@@ -98,11 +99,11 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
   cp_async_mbar_arrive(full);
 }
 
-template <bool kDown, int NT, int RT, bool kSplit>
-__global__ void __launch_bounds__(kWsThreads, kWsCtasPerSm) moe_ws_kernel(const MmaGemmArgs a) {
+template <bool kDown, int NT, int RT, int C, bool kSplit>
+__global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs a) {
   static_assert(kDown || !kSplit, "only GEMM 2 splits its reduction");
   using T = MmaTile<NT, RT>;
-  using P = WsPipeline<NT, RT>;
+  using P = WsPipeline<NT, RT, C>;
   extern __shared__ __align__(16) unsigned char mma_smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(mma_smem + P::kStages * T::kStageBytes);
   uint64_t* empty = full + P::kStages;

@@ -112,7 +112,9 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const bool rows128_fits = p.block_tokens <= 32;
   const bool occupancy = variant == "mma_occ" || variant == "mma_occ_splitk";
   auto ctas = [&](int tile_rows) {
-    return occupancy ? mma_max_ctas_per_sm(p.block_tokens, tile_rows / kTileRows) : 3;
+    return occupancy               ? mma_max_ctas_per_sm(p.block_tokens, tile_rows / kTileRows)
+           : variant == "mma_ws4" ? ws_max_ctas_per_sm(p.block_tokens)
+                                   : 3;
   };
   auto pick = [&](int rows, int K) {
     if (!rows128_fits) return 64;
@@ -130,7 +132,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
   // stay as the simple fallback.
   if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
-      variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies") {
+      variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies" || variant == "mma_ws4") {
     p.tile_rows_up = pick(2 * d.I, d.H);
     p.tile_rows_down = pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
@@ -156,7 +158,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // (16 stages) every qwen3 shape ran 1-6% slower than with whole units on
   // the H200, while H = 4096 and 7168 (32 and 56 stages) ran 3-12% faster.
   const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
-                            variant == "mma_nopdl" || variant == "mma_cta_copies";
+                            variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4";
   p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";

@@ -212,6 +212,11 @@ constexpr int mma_max_ctas_per_sm(int tokens, int tiles) {
   return tokens <= 16 && mma_stages(tokens, tiles, 6) >= 3 ? 6 : 3;
 }
 
+// The warp-specialised kernels (moe_mma_ws.cuh) run 4 CTAs per SM only with
+// blocks of 8 routes, whose MMA warps fit the 96 registers a thread gets
+// there; 3 otherwise.
+constexpr int ws_max_ctas_per_sm(int tokens) { return tokens == 8 ? 4 : 3; }
+
 // ------------------------------------------------------------ plan
 enum class MoeKernel {
   mma,   // tensor cores: repacked weights, swap-AB mma.sync, cp.async pipeline
@@ -255,6 +260,8 @@ void validate_moe_dims(const MoeDims& d);
 //   mma_rows64    the default with 64-row units in both GEMMs
 //   mma_rows128   the default with 128-row units
 //   mma_nopdl     the default with plain launches
+//   mma_ws4       the default with 4 CTAs per SM where ws_max_ctas_per_sm
+//                 allows it
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the

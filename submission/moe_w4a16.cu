@@ -10,7 +10,7 @@
 // so each grid is resident and waiting when its predecessor finishes. The
 // default GEMMs are the warp-specialised kernels of moe_mma_ws.cuh.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
-// mma_contig, mma_occ, mma_occ_splitk, mma_cta_copies, gemv.
+// mma_ws4, mma_contig, mma_occ, mma_occ_splitk, mma_cta_copies, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -42,11 +42,20 @@ MmaKernel mma_kernel() {
   return {moe_mma_kernel<kDown, kContig, NT, RT, C, kSplit>, MmaPipeline<NT, RT, C>::kSmemBytes,
           MmaTile<NT, RT>::kRows, kMmaThreads};
 }
-// The warp-specialised kernel of the same tile (3 CTAs per SM, W packed per unit).
-template <bool kDown, bool kSplit, int NT, int RT>
-MmaKernel ws_kernel() {
-  return {moe_ws_kernel<kDown, NT, RT, kSplit>, WsPipeline<NT, RT>::kSmemBytes, MmaTile<NT, RT>::kRows,
+// The warp-specialised kernel of the same tile (W packed per unit), with 3
+// CTAs per SM or, where ws_max_ctas_per_sm allows it, 4.
+template <bool kDown, bool kSplit, int NT, int RT, int C>
+MmaKernel ws_kernel_for() {
+  return {moe_ws_kernel<kDown, NT, RT, C, kSplit>, WsPipeline<NT, RT, C>::kSmemBytes, MmaTile<NT, RT>::kRows,
           kWsThreads};
+}
+template <bool kDown, bool kSplit, int NT, int RT>
+MmaKernel ws_kernel(int ctas) {
+  if (ctas == 3) return ws_kernel_for<kDown, kSplit, NT, RT, 3>();
+  if constexpr (ws_max_ctas_per_sm(8 * NT) == 4) {
+    if (ctas == 4) return ws_kernel_for<kDown, kSplit, NT, RT, 4>();
+  }
+  throw std::invalid_argument("moe_w4a16: no warp-specialised kernel for this block size with this many CTAs per SM");
 }
 // The instantiation for a block size, tile rows and CTAs per SM: 8-route
 // token tiles NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per
@@ -64,11 +73,9 @@ MmaKernel pick_rows(int tile_rows, int ctas, bool ws) {
   if (NT == 8 && tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
   constexpr int kRt128 = NT < 8 ? 2 : 1;  // RT of 128-row units (none with blocks of 64, refused above)
   if (ws) {
-    if constexpr (kContig) {
-      if (ctas == kWsCtasPerSm)
-        return tile_rows == 128 ? ws_kernel<kDown, kSplit, NT, kRt128>() : ws_kernel<kDown, kSplit, NT, 1>();
-    }
-    throw std::invalid_argument("moe_w4a16: the warp-specialised kernel runs 3 CTAs per SM on unit-packed weights");
+    if constexpr (kContig)
+      return tile_rows == 128 ? ws_kernel<kDown, kSplit, NT, kRt128>(ctas) : ws_kernel<kDown, kSplit, NT, 1>(ctas);
+    throw std::invalid_argument("moe_w4a16: the warp-specialised kernel reads unit-packed weights");
   }
   if constexpr (kContig && kSplit) {
     throw std::invalid_argument("moe_w4a16: a split GEMM 2 on unit-packed weights needs the warp-specialised kernel");
@@ -254,8 +261,8 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const st
 
 namespace detail {
 std::vector<std::string> moe_variants() {
-  return {"default", "mma_cta_copies", "mma",     "mma_rows64",     "mma_rows128",
-          "mma_nopdl", "mma_contig",     "mma_occ", "mma_occ_splitk", "gemv"};
+  return {"default",   "mma_cta_copies", "mma",     "mma_rows64",     "mma_rows128", "mma_nopdl",
+          "mma_ws4",   "mma_contig",     "mma_occ", "mma_occ_splitk", "gemv"};
 }
 }  // namespace detail
 

@@ -162,6 +162,13 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
       if (!split) CHECK(p.splits_down == 1);
     }
   }
+  // mma_ws4: 4 CTAs per SM for blocks of 8 routes (qwen3 M=1), 3 for larger.
+  for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0}}) {
+    const MoePlan p = plan_moe(d, "mma_ws4", kSms);
+    CHECK(p.warp_specialized);
+    CHECK(p.ctas_up == (p.block_tokens == 8 ? 4 : 3));
+    CHECK(p.ctas_down == p.ctas_up);
+  }
   // mixtral M=1: 2 blocks x 64 row groups = 128 GEMM 2 units for 396
   // resident CTAs: I (112 groups) splits in 2, the largest divisor that keeps
   // one wave; with 6 CTAs per SM (792) in 4 (7 would make 896). qwen3 M=256
