@@ -97,7 +97,7 @@ struct MmaGemmArgs {
   float* partial;           // GEMM 2: fp32 rows of each route and split [M*k][splits][H]
   int* counters;            // GEMM 2: finished (route, split) units per (token, row group), zero between calls
   int stream_k;             // GEMM 1: 1 = stream-K schedule (see moe_mma_kernel), 0 = whole units
-  float4* sk_partial;       // GEMM 1 stream-K: each CTA's partial units, [grid][2][128 threads][RT*NT]
+  float4* sk_partial;       // GEMM 1 stream-K: each CTA's part of its first unit, [grid][128 threads][RT*NT]
   int* sk_counters;         // GEMM 1 stream-K: stages summed so far per unit, zero between calls
   __nv_bfloat16* out;       // [M][H]
   const int32_t* topk_ids;  // [M][k]
@@ -457,9 +457,9 @@ struct StreamK {
 // first stage's CTA finishes it: its part is the tail of its range (the unit
 // runs on past it), so it ends last, when the CTAs holding the unit's later
 // stages (the head of their ranges, or the whole range of a CTA inside a
-// long unit) have long posted theirs. Those store their partial sums to
-// their slot (0: the unit is the CTA's first, 1: its last) and add their
-// stage count, without waiting: a CTA that had to learn whether it arrived
+// long unit) have long posted theirs. For those the unit is their first
+// (their range starts inside it): they store their partial sums to their
+// slot and add their stage count, without waiting: a CTA that had to learn whether it arrived
 // last stalled its MMA warps for two L2 round trips at the head of its range
 // (ncu: 13% of dsv3 m8 GEMM 1's warp samples). The finisher waits until the
 // count holds the other stages, adds the parts in CTA order to its own
@@ -468,14 +468,14 @@ struct StreamK {
 // ends.
 template <int NT, int RT>
 __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
-                                               const StreamK& sk, int unit, int groups, int slot, int stages) {
+                                               const StreamK& sk, int unit, int groups, int stages) {
   constexpr int kFrag = kMmaThreads * RT * NT;  // float4 per slot
   const int tid = threadIdx.x;
   const long long u0 = (long long)unit * groups;
   int* counter = a.sk_counters + unit;
   const int first_c = sk.cta_of(u0);
   if (first_c != int(blockIdx.x)) {
-    float4* mine = a.sk_partial + (size_t(blockIdx.x) * 2 + slot) * kFrag + tid * RT * NT;
+    float4* mine = a.sk_partial + size_t(blockIdx.x) * kFrag + tid * RT * NT;
 #pragma unroll
     for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
@@ -499,8 +499,7 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
   consumers_sync();
   for (int c = first_c + 1, last_c = sk.cta_of(u0 + groups - 1); c <= last_c; ++c) {
     if (sk.lo(c) == sk.lo(c + 1)) continue;  // an empty range holds no part
-    const int c_slot = sk.lo(c) / groups == unit ? 0 : 1;
-    const float4* part = a.sk_partial + (size_t(c) * 2 + c_slot) * kFrag + tid * RT * NT;
+    const float4* part = a.sk_partial + size_t(c) * kFrag + tid * RT * NT;
 #pragma unroll
     for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
@@ -575,7 +574,7 @@ __device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* met
   } else if (stages == cs.unit_groups) {
     store_h<NT, RT>(a, meta, acc);
   } else {
-    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, c_unit == 0 ? 0 : 1, stages);
+    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, stages);
   }
 }
 

@@ -34,8 +34,8 @@ struct WsPipeline {
 };
 
 // The producer's copies. A stage's weights and its scales are one bulk copy
-// each: the variant packs the weights per unit (tile_group_index with packs
-// of the unit's tiles), so each is one contiguous run. The activation rows
+// each: these kernels read weights packed per unit (tile_group_index with
+// packs of the unit's tiles), so each is one contiguous run. The activation rows
 // go by cp.async, lane L copying 16-byte chunks L % 4 + 4i of slots
 // L/4 + 8j: as 64-byte bulk pieces (the stage's layout interleaves rows per
 // 32-wide k piece) they were up to 128 copy requests a stage, and the copy
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   if (threadIdx.x == 0) {
     for (int s = 0; s < P::kStages; ++s) {
       mbar_init(full + s, kWsFullArrivals);
-      mbar_init(empty + s, kMmaWarps);     // one arrival per MMA warp
+      mbar_init(empty + s, kMmaWarps);  // one arrival per MMA warp
     }
     mbar_init_fence();
     *minus136_frag = make_uint4(kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136);

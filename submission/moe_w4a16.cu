@@ -207,10 +207,11 @@ class MoeW4A16 final : public Moe {
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
     up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem, sms, max_units_up);
     if (plan_.stream_k_up) {
-      // Two partial units per CTA at most (its first and its last), each the
+      // One posted part per CTA at most (of its first unit; the CTA that
+      // holds a unit's first stage finishes it from its registers), the
       // CTA's accumulators: 128 threads x RT x NT float4.
       const size_t frag = size_t(kMmaThreads) * (up_.tile_rows / 64) * (plan_.block_tokens / 8);
-      sk_partial_ = DeviceMemory(size_t(up_grid_) * 2 * frag * sizeof(float4));
+      sk_partial_ = DeviceMemory(size_t(up_grid_) * frag * sizeof(float4));
       sk_counters_ = DeviceMemory(size_t(max_units_up) * sizeof(int));
       SUBMISSION_CUDA(cudaMemset(sk_counters_.as<int>(), 0, size_t(max_units_up) * sizeof(int)));
     }
