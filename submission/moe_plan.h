@@ -165,9 +165,10 @@ MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) {
 }
 
 // ------------------------------------------------------------ GEMM geometry
-// The tensor-core GEMMs (moe_mma.cuh): persistent CTAs of 4 warps, 3 or 6 per
-// SM, each streaming its work units through a cp.async pipeline of stages of
-// one scale group: the unit's weights and scales, the block's activations and
+// The tensor-core GEMMs (moe_mma.cuh, and moe_mma_ws.cuh with a fifth,
+// producer warp): persistent CTAs of 4 MMA warps, 3 (4 or 6 in variants) per
+// SM, each streaming its work units through a pipeline of stages of one
+// scale group: the unit's weights and scales, the block's activations and
 // the stage's metadata. Shared here so that the plan's model sees what the
 // kernels do.
 //
@@ -230,12 +231,12 @@ struct MoePlan {
   int max_blocks = 0;      // workspace bound over every routing
   int tile_rows_up = 0;    // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
   int tile_rows_down = 0;  // mma: the same for GEMM 2
-  int ctas_up = 3;         // mma: resident CTAs per SM, GEMM 1 (3, or 6: mma_max_ctas_per_sm)
+  int ctas_up = 3;         // mma: resident CTAs per SM, GEMM 1 (3; mma_occ*: 6, mma_ws4: 4 where they fit)
   int ctas_down = 3;       // mma: the same for GEMM 2
   int splits_down = 1;     // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
-  bool stream_k_up = false;  // mma: GEMM 1 deals equal ranges of stages to its CTAs (moe_mma_kernel)
+  bool stream_k_up = false;  // mma: GEMM 1 deals equal ranges of stages to its CTAs (CtaStages)
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
-  bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies), 3 CTAs per SM, unit-packed
+  bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies; needs unit_contiguous)
 };
 
 // GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
