@@ -1,5 +1,8 @@
 // The tensor-core path of moe_w4a16: weight repacking (prepare) and the two
-// grouped GEMMs (launches 2 and 3 of run).
+// grouped GEMMs (launches 2 and 3 of run). The pieces both GEMM kernels
+// share (units, stages, MMAs, epilogues, schedule) live here, with
+// moe_mma_kernel, whose threads all copy and compute; the default runs them
+// on moe_ws_kernel (moe_mma_ws.cuh), with a producer warp that copies.
 //
 // Swap-AB: weight rows are the MMA's M side (16-row tiles), the routes of one
 // block are its N side (8-wide token tiles), so a block of 1..8 routes wastes
