@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "submission/mma_bf16.cuh"
+
 namespace submission::direct {
 
 constexpr int kChunkK = 32;  // k per warp step: one 16-byte load per row feeds two k16 mma
@@ -59,15 +61,6 @@ __device__ __forceinline__ uint4 load_shared_readonly(const __nv_bfloat16* p, bo
 }
 
 #undef SUBMISSION_DIRECT_LOAD16
-
-// d += A . B for one m16n8k16 tile, bf16 inputs, fp32 accumulation.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // Where a lane's weight fragments come from, chunk by chunk (load(chunk, in, a, b): rows g and
 // g + 8 of the tile, k = 32 chunk + 8q .. +7, zeros where !in).

@@ -282,14 +282,14 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
     for (int s = 0; s < 2; ++s) {
       if constexpr (kFoldZero)
 #pragma unroll
-        for (int nt = 0; nt < N; ++nt) mma_bf16_16816(zero[nt], minus136, b[nt][2 * s], b[nt][2 * s + 1]);
+        for (int nt = 0; nt < N; ++nt) mma_bf16(zero[nt], minus136, b[nt][2 * s], b[nt][2 * s + 1]);
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) {
         uint32_t af[4];
         biased_word(wq[rt][2 * p + s], af);
         if constexpr (!kFoldZero) unbias(af);
 #pragma unroll
-        for (int nt = 0; nt < N; ++nt) mma_bf16_16816(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
+        for (int nt = 0; nt < N; ++nt) mma_bf16(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
       }
     }
   }

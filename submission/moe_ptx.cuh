@@ -1,6 +1,6 @@
 // PTX wrappers of the moe_w4a16 kernels (sm_90): programmatic dependent
-// launch, the bf16 tensor-core MMA and the int4 -> bf16 dequant (the copies'
-// wrappers: async_copy.cuh).
+// launch and the int4 -> bf16 dequant (the copies' wrappers: async_copy.cuh;
+// the MMA: mma_bf16.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "submission/async_copy.cuh"
+#include "submission/mma_bf16.cuh"
 #include "submission/moe_plan.h"
 
 namespace submission::moe {
@@ -21,19 +22,6 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
 // memory: the next grid still calls pdl_wait before reading anything.
 __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-// d += A(16x16, row) . B(16x8, col), bf16 inputs, fp32 accumulation. Fragment
-// layouts (PTX ISA, mma.m16n8k16, groupID g = lane/4, threadID_in_group t):
-//   a0: (g, 2t..2t+1) a1: (g+8, 2t..2t+1) a2: (g, 2t+8..) a3: (g+8, 2t+8..)
-//   b0: (k 2t..2t+1, n g) b1: (k 2t+8..2t+9, n g)
-//   d0, d1: (g, 2t), (g, 2t+1)   d2, d3: (g+8, 2t), (g+8, 2t+1)
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // The four A registers of one repacked word (see moe_plan.h), biased: each

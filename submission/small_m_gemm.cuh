@@ -149,9 +149,6 @@ constexpr size_t smem_bytes(int ng) {
   return size_t(C::kStages) * (C::kWStageChunks + 8 * ng * C::kXChunksPerRow) * 16;
 }
 
-// ------------------------------------------------------------------ device helpers
-using direct::mma_bf16;
-
 // ------------------------------------------------------------------ kernels
 // Rows: where activation row m starts (nullptr past the end), so that the
 // pooler's gather is just another row lookup. Epi: the output side.
