@@ -10,8 +10,10 @@
 // (direct_mma.cuh) from a copy of W packed so that each tile is one contiguous
 // run; no shared-memory ring, no split-K. It is the pooler's default. `direct`
 // reads W as it is. The other kernels (wide, narrow: packed weights through a
-// cp.async or bulk-copy ring, split-K where the model asks) are named variants
-// kept for comparison; all lost to cuBLASLt on dense, as did direct.
+// cp.async or bulk-copy ring, split-K where the model asks; `cluster`: one wave
+// of clusters that split K and add their partials through distributed shared
+// memory, cluster_gemm.cuh) are named variants kept for comparison; all lost to
+// cuBLASLt on dense, as did direct.
 //
 //   * Swap-AB tensor cores. mma.sync.m16n8k16 with 16 weight rows on the MMA's M
 //     side and 8 tokens on its N side, so no MMA lane is wasted at M = 8..32.
@@ -60,6 +62,7 @@
 #include <vector>
 
 #include "submission/async_copy.cuh"
+#include "submission/cluster_gemm.cuh"
 #include "submission/cuda_check.h"
 #include "submission/device_memory.h"
 #include "submission/direct_mma.cuh"
@@ -588,11 +591,12 @@ inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, 
 }
 
 // ------------------------------------------------------------------ host engine
-enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, simt };
+enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, cluster, simt };
 
 // Variant names shared by dense and pooler, "default" first.
 inline std::vector<std::string> variant_names() {
-  return {"default", "splitk_mma", "splitk_bulk_mma", "narrow_mma", "direct_mma", "direct_packed_mma", "simt"};
+  return {"default",    "splitk_mma",        "splitk_bulk_mma",    "narrow_mma",
+          "direct_mma", "direct_packed_mma", "cluster_splitk_mma", "simt"};
 }
 
 inline Kernel kernel_for_variant(const std::string& op, const std::string& variant) {
@@ -605,6 +609,7 @@ inline Kernel kernel_for_variant(const std::string& op, const std::string& varia
   if (variant == "narrow_mma") return Kernel::narrow;  // 16-row tiles, k split across warps
   if (variant == "direct_mma") return Kernel::direct;  // 16-row tiles, W straight into fragments
   if (variant == "direct_packed_mma") return Kernel::direct_packed;  // the same from a packed copy of W
+  if (variant == "cluster_splitk_mma") return Kernel::cluster;  // one wave, split-K reduced in clusters
   if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
   throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");
 }
@@ -658,6 +663,15 @@ class Engine {
     int dev = 0, smem_optin = 0;
     SUBMISSION_CUDA(cudaGetDevice(&dev));
     SUBMISSION_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (forced == Kernel::cluster) {
+      // Where no slice of the token rows fits in shared memory (K in the hundreds of thousands),
+      // the direct kernel runs instead: it reads the same packed copy.
+      cluster_ = plan_cluster<Rows, Epi>(M, N, K, plan_.ng, sms, smem_optin);
+      plan_.kernel = cluster_.clusters > 0 ? Kernel::cluster : Kernel::direct_packed;
+      plan_.predicted_us = cluster_.predicted_us;
+      pack_direct();
+      return;
+    }
     plan_.predicted_us = 1e300;
     if (forced == Kernel::wide) consider<WideConfig, false>(Kernel::wide, sms, smem_optin, kCpAsyncMachine);
     if (forced == Kernel::wide_bulk) consider<WideConfig, true>(Kernel::wide_bulk, sms, smem_optin, kBulkMachine);
@@ -677,6 +691,8 @@ class Engine {
       launch_direct<false>(rows, epi, stream);
     } else if (plan_.kernel == Kernel::direct_packed) {
       launch_direct<true>(rows, epi, stream);
+    } else if (plan_.kernel == Kernel::cluster) {
+      launch_cluster(cluster_, packed_.as<uint4>(), rows, epi, M_, N_, K_, plan_.ng, stream);
     } else {
       const Params<Rows, Epi> p{packed_.as<uint4>(), rows, epi, M_, N_, K_, plan_.k_stages, plan_.splits,
                                 plan_.n_tiles, partials_.as<float4>(), counters_.as<unsigned>()};
@@ -765,6 +781,7 @@ class Engine {
   int M_, N_, K_;
   const bf16* W_;
   Plan plan_;
+  ClusterPlan cluster_;    // Kernel::cluster
   DeviceMemory packed_;    // uint4 chunks of the packed weights
   DeviceMemory partials_;  // float4, splits > 1
   DeviceMemory counters_;  // unsigned, splits > 1

@@ -191,10 +191,13 @@ TEST_CASE("dense: odd shapes, every variant") {
   // every tile; K = 8; split-K with tails (17x1000x1032 and 40x300x520 under
   // splitk_mma and splitk_bulk_mma, whose bulk ring wraps its mbarrier phases
   // on the longer K); k split inside and across blocks at once (9x50x16384).
-  // "cublaslt" runs every shape too.
+  // "cublaslt" runs every shape too. cluster_splitk_mma: warps without a tile
+  // (N = 3), token rows past M in a chunk (M = 17, 40), and at K = 65536 no
+  // slice of the token rows fits in shared memory, so it falls back to
+  // direct_packed_mma.
   const int shapes[][3] = {{1, 77, 200},  {3, 77, 200},   {17, 1000, 1032}, {32, 1000, 1032},
                            {5, 3, 8},     {32, 129, 8},   {40, 300, 520},   {24, 2048, 4096},
-                           {7, 4096, 1024}, {9, 50, 16384}};
+                           {7, 4096, 1024}, {9, 50, 16384}, {32, 20, 65536}};
   for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
 }
 
