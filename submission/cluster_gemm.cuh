@@ -258,7 +258,8 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
 // slows its SM. The ingest term counts token bytes at the weights' rate: at 7 TB/s (an L2
 // figure) the model picked 2 slices for qkv, whose 17 MB of token rows delayed everything
 // (26.6 us); at the HBM rate it picks 4 (24.6 us). Constants: the scorer's copy bandwidth net of
-// its own costs; per-SM L2 rate and fix-up from the other engine kernels' measurements.
+// its own costs; the per-SM L2 rate (a share of the L2 when every SM pulls) and the fix-up are
+// estimates, not fitted.
 struct ClusterPlan {
   int slices = 0, warp_k = 0, clusters = 0, max_tiles = 0;
   int slice_chunks = 0;

@@ -664,8 +664,8 @@ class Engine {
     SUBMISSION_CUDA(cudaGetDevice(&dev));
     SUBMISSION_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     if (forced == Kernel::cluster) {
-      // Where no slice of the token rows fits in shared memory (K in the hundreds of thousands),
-      // the direct kernel runs instead: it reads the same packed copy.
+      // Where no slice of the token rows fits in shared memory (from K ~ 30000 at M = 32), the
+      // direct kernel runs instead: it reads the same packed copy.
       cluster_ = plan_cluster<Rows, Epi>(M, N, K, plan_.ng, sms, smem_optin);
       plan_.kernel = cluster_.clusters > 0 ? Kernel::cluster : Kernel::direct_packed;
       plan_.predicted_us = cluster_.predicted_us;
