@@ -36,6 +36,7 @@
 #include <cstdint>
 
 #include "submission/async_copy.cuh"
+#include "submission/cluster_launch.h"
 #include "submission/cuda_check.h"
 #include "submission/direct_mma.cuh"
 
@@ -75,13 +76,14 @@ __host__ __device__ constexpr int cluster_row_stride(int groups, int warp_k) {
   return groups * warp_k * kClusterBatch * 4 + 4;
 }
 
-// Shared memory: one mbarrier per group, the slice's token rows (8 NG rows) and the partial tiles
-// [warp_k][max_tiles][8 NG tokens][16 rows] fp32.
+// Shared memory: one mbarrier per group (rounded up to 16-byte units, where the token rows
+// start), the slice's token rows (8 NG rows) and the partial tiles [warp_k][max_tiles][8 NG
+// tokens][16 rows] fp32.
+__host__ __device__ constexpr int cluster_barrier_units(int groups) { return (groups * 8 + 15) / 16; }
 inline size_t cluster_smem_bytes(int ng, int slice_chunks, int warp_k, int max_tiles) {
   const int groups = cluster_groups(slice_chunks, warp_k);
-  const size_t bars = (size_t(groups) * 8 + 15) / 16 * 16;
-  const size_t x_units = size_t(8) * ng * cluster_row_stride(groups, warp_k);
-  return bars + x_units * 16 + size_t(warp_k) * max_tiles * 8 * ng * 16 * sizeof(float);
+  const size_t units = size_t(cluster_barrier_units(groups)) + size_t(8) * ng * cluster_row_stride(groups, warp_k);
+  return units * 16 + size_t(warp_k) * max_tiles * 8 * ng * 16 * sizeof(float);
 }
 
 template <int NG, class Rows, class Epi>
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
   const int steps = my_tiles * groups;
 
   uint64_t* const xbar = reinterpret_cast<uint64_t*>(smem);
-  uint4* const xs = smem + (groups * 8 + 15) / 16;
+  uint4* const xs = smem + cluster_barrier_units(groups);
   float* const part = reinterpret_cast<float*>(xs + kCols * row_units);
 
   // A step is one batch of one tile: group `grp` of tile `tile`. Two cursors walk the steps, one
@@ -123,13 +125,9 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
   };
   auto load = [&](const Step& st, uint4(&a)[kB], uint4(&b)[kB]) {
     const int c0 = k0 + (st.grp * p.warp_k + wk) * kB;
-    const uint4* base = p.w + (size_t(t0 + st.tile) * p.chunks + c0) * 64 + lane;
+    const direct::PackedWeights w{p.w + size_t(t0 + st.tile) * p.chunks * 64};
 #pragma unroll
-    for (int u = 0; u < kB; ++u) {
-      const bool in = c0 + u < k1;
-      a[u] = direct::load_readonly(reinterpret_cast<const __nv_bfloat16*>(base + u * 64), in);
-      b[u] = direct::load_readonly(reinterpret_cast<const __nv_bfloat16*>(base + u * 64 + 32), in);
-    }
+    for (int u = 0; u < kB; ++u) w.load(c0 + u, c0 + u < k1, a[u], b[u]);
   };
   float acc[NG][4] = {};
   const uint4* const xthread = xs + g * row_units + q;
@@ -290,16 +288,9 @@ ClusterKernel<Rows, Epi> cluster_kernel(int ng) {
 // Clusters of `slices` CTAs that fit on the GPU at once with `smem` bytes of shared memory each.
 template <class Rows, class Epi>
 int co_resident_clusters(ClusterKernel<Rows, Epi> kernel, int slices, size_t smem) {
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(slices);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(unsigned(slices));
-  cfg.blockDim = dim3(kClusterWarps * 32);
-  cfg.dynamicSmemBytes = smem;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg =
+      cluster_launch_config(dim3(unsigned(slices)), dim3(kClusterWarps * 32), smem, nullptr, unsigned(slices), &attr);
   int clusters = 0;
   SUBMISSION_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
   return clusters;
@@ -358,20 +349,13 @@ ClusterPlan plan_cluster(int M, int N, int K, int ng, int sms, int smem_optin) {
 template <class Rows, class Epi>
 void launch_cluster(const ClusterPlan& plan, const uint4* packed, const Rows& rows, const Epi& epi, int M, int N,
                     int K, int ng, cudaStream_t stream) {
-  const ClusterParams<Rows, Epi> p{packed,     rows,          epi,          M,           N,
-                                   K,          (N + 15) / 16, (K + 31) / 32, plan.slice_chunks,
-                                   plan.warp_k, plan.clusters, plan.max_tiles};
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(plan.slices);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(unsigned(plan.clusters * plan.slices), unsigned((M + 8 * ng - 1) / (8 * ng)));
-  cfg.blockDim = dim3(kClusterWarps * 32);
-  cfg.dynamicSmemBytes = plan.smem;
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  const int n_tiles = (N + 15) / 16, chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
+  const ClusterParams<Rows, Epi> p{packed,       rows,        epi,           M, N, K, n_tiles, chunks,
+                                   plan.slice_chunks, plan.warp_k, plan.clusters, plan.max_tiles};
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch_config(
+      dim3(unsigned(plan.clusters * plan.slices), unsigned((M + 8 * ng - 1) / (8 * ng))), dim3(kClusterWarps * 32),
+      plan.smem, stream, unsigned(plan.slices), &attr);
   SUBMISSION_CUDA(cudaLaunchKernelEx(&cfg, cluster_kernel<Rows, Epi>(ng), p));
 }
 

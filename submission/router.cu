@@ -29,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "submission/cluster_launch.h"
 #include "submission/cuda_check.h"
 #include "submission/device_memory.h"
 #include "submission/direct_mma.cuh"
@@ -600,20 +601,8 @@ class FusedRouter final : public Router {
   }
 
   cudaLaunchConfig_t config(cudaStream_t stream, cudaLaunchAttribute* attr) const {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(plan_.splits, plan_.m_tiles);
-    cfg.blockDim = dim3(plan_.warps * 32);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    if (cluster_) {
-      attr->id = cudaLaunchAttributeClusterDimension;
-      attr->val.clusterDim.x = plan_.splits;
-      attr->val.clusterDim.y = 1;
-      attr->val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-    }
-    return cfg;
+    return cluster_launch_config(dim3(plan_.splits, plan_.m_tiles), dim3(plan_.warps * 32), 0, stream,
+                                 cluster_ ? unsigned(plan_.splits) : 0u, attr);
   }
 
   FusedPlan plan_;
