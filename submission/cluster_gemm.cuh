@@ -11,7 +11,7 @@
 //   * A cluster of S CTAs shares a range of tiles; CTA s takes the s-th of S slices of K. It
 //     copies its slice of the token rows into shared memory once and every warp reads them from
 //     there: token traffic from L2 is 8 NG rows x K x 2 bytes per cluster, not per 16 rows.
-//   * Weights go straight from the packed copy (pack_direct_kernel's layout: per tile, 1 KB per
+//   * Weights go straight from the packed copy (direct::pack_tiles' layout: per tile, 1 KB per
 //     32-wide k chunk, contiguous) into MMA fragments, two batches of kClusterBatch chunks in
 //     flight per warp (direct_mma.cuh explains the k permutation that makes a 16-byte load one
 //     fragment).
@@ -48,7 +48,7 @@ constexpr int kMaxClusterSlices = 8;  // the portable cluster size
 
 template <class Rows, class Epi>
 struct ClusterParams {
-  const uint4* w;  // pack_direct_kernel's layout: [tile][chunk][row half][lane] 16-byte pieces
+  const uint4* w;  // direct::pack_tiles' layout: [tile][chunk][row half][lane] 16-byte pieces
   Rows rows;
   Epi epi;
   int M, N, K;

@@ -18,8 +18,10 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 
+#include "submission/device_memory.h"
 #include "submission/mma_bf16.cuh"
 
 namespace submission::direct {
@@ -67,7 +69,7 @@ __device__ __forceinline__ uint4 load_shared_readonly(const __nv_bfloat16* p, bo
 //   RowMajor: W as it is, rows wa and wb (nullptr past the last row), K long. A warp's load
 //     touches 8 rows, 64 bytes of each.
 //   Packed: the tile's fragments in the order the warps read them, [chunk][row half][lane]
-//     16-byte pieces (pack_direct_kernel), zero-padded: a warp's load is 512 contiguous bytes
+//     16-byte pieces (pack_tiles), zero-padded: a warp's load is 512 contiguous bytes
 //     and a block's tile one contiguous run, the pattern of a plain streaming read.
 struct RowMajorWeights {
   const __nv_bfloat16* wa;
@@ -149,6 +151,33 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const __nv_bfloat16*
     if (c1 + step < end) load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
     multiply_batch<NT, Batch>(x, K, c1, end, stride, a1, b1, acc);
   }
+}
+
+// Packs W[N, K] into PackedWeights' layout: [16-row tile][32-wide k chunk][row half h][lane]
+// 16-byte pieces, lane (g, q) of half h holding row 16 tile + g + 8h, k = 32 chunk + 8q..,
+// zeros past N and K. Static: this header is in several files.
+static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, int N, int K, int chunks,
+                                         uint4* __restrict__ packed, size_t pieces) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces; i += size_t(gridDim.x) * blockDim.x) {
+    const int lane = int(i % 32), h = int(i / 32 % 2), chunk = int(i / 64 % chunks);
+    const size_t row = i / 64 / chunks * 16 + lane / 4 + 8 * h;
+    const int k = chunk * kChunkK + lane % 4 * 8;
+    packed[i] = row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The packed copy of W[N, K] (K % 8 == 0), ready when this returns: tile t starts at
+// as<uint4>() + t * ceil(K / 32) * 64.
+inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K) {
+  const int chunks = (K + kChunkK - 1) / kChunkK;
+  const size_t pieces = size_t((N + 15) / 16) * chunks * 64;
+  DeviceMemory packed(pieces * sizeof(uint4));
+  const int blocks = int(std::min<size_t>((pieces + 255) / 256, 65535));
+  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, chunks, packed.as<uint4>(), pieces);
+  SUBMISSION_CUDA(cudaGetLastError());
+  // The caller's stream may not wait on the legacy stream: finish here.
+  SUBMISSION_CUDA(cudaDeviceSynchronize());
+  return packed;
 }
 
 }  // namespace submission::direct

@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
 // memory in warp order (deterministic). No split-K, so no partials, fence or election after the
 // last byte: a block's tail is one shared-memory sum and the epilogue. Grid (ceil(N/16),
 // ceil(M/(8 NG))); two blocks per SM keep 16 warps' batches in flight. kPacked: the weights
-// come from pack_direct_kernel's copy (one contiguous run per tile) instead of W itself.
+// come from direct::pack_tiles' copy (one contiguous run per tile) instead of W itself.
 constexpr int kDirectWarps = 8;
 template <int NG>
 constexpr int direct_batch() { return NG <= 2 ? 4 : 2; }  // chunks per warp step, within 128 registers
@@ -433,19 +433,6 @@ __global__ void __launch_bounds__(kDirectWarps * 32, 2)
       for (int w = 1; w < kDirectWarps; ++w) s += tiles[w * kTile + o];
       epi.store(m, n, s + bias[i]);
     }
-  }
-}
-
-// Packs W[N, K] for direct_gemm_kernel<kPacked>: [16-row tile][32-wide k chunk][row half h]
-// [lane] 16-byte pieces, lane (g, q) of half h holding row 16 tile + g + 8h, k = 32 chunk + 8q..
-// (direct::PackedWeights), zeros past N and K. Static: this header is in several files.
-static __global__ void pack_direct_kernel(const bf16* __restrict__ W, int N, int K, int chunks, uint4* __restrict__ packed,
-                                   size_t pieces) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces; i += size_t(gridDim.x) * blockDim.x) {
-    const int lane = int(i % 32), h = int(i / 32 % 2), chunk = int(i / 64 % chunks);
-    const size_t row = i / 64 / chunks * 16 + lane / 4 + 8 * h;
-    const int k = chunk * direct::kChunkK + lane % 4 * 8;
-    packed[i] = row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -749,16 +736,7 @@ class Engine {
     kernel<<<grid, kDirectWarps * 32, 0, stream>>>(W_, packed_.as<uint4>(), rows, epi, M_, N_, K_);
   }
 
-  void pack_direct() {
-    const int chunks = (K_ + direct::kChunkK - 1) / direct::kChunkK;
-    const size_t pieces = size_t((N_ + 15) / 16) * chunks * 64;
-    packed_ = DeviceMemory(pieces * sizeof(uint4));
-    const int blocks = int(std::min<size_t>((pieces + 255) / 256, 65535));
-    pack_direct_kernel<<<blocks, 256>>>(W_, N_, K_, chunks, packed_.as<uint4>(), pieces);
-    SUBMISSION_CUDA(cudaGetLastError());
-    // The scorer's stream may not wait on the legacy stream: finish here.
-    SUBMISSION_CUDA(cudaDeviceSynchronize());
-  }
+  void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_); }
 
   template <class C>
   void pack() {
