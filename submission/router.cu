@@ -5,16 +5,21 @@
 //   the s-th share of H, with mma.sync m16n8k16 (experts on the M side, tokens on N, fp32
 //   accumulation); its warps split that share again and are summed in warp order through shared
 //   memory. The splits of a tile are then summed in split order:
+//     fused_tagged:  each block stores its tile to workspace slots, every value tagged with the
+//                    call's number in the same 64-bit word; the last T blocks to start each read
+//                    one token's slots (re-reading any word still tagged with the previous call)
+//                    and take its top k. No fence or election after the GEMM (the default; see
+//                    "tagged kernel" below);
 //     fused_cluster: the splits of a tile form a thread-block cluster and sum each other's tiles
 //                    through distributed shared memory; the logits go to global memory once;
-//     fused_slots:   each block writes its tile to a workspace slot and the last block sums the
-//                    slots (no clusters; the last block reads splits x T rows; the default);
+//     fused_slots:   each block writes its tile to a workspace slot and the last block to finish
+//                    sums the slots (it reads splits x T rows);
 //     fused_slots_wide, fused_tile_tree: the slots with a shorter tail (lighter fences, every
 //                    slot read issued at once; the tree sums each tile in its own last split
 //                    first), see "staged kernels" below.
-//   The last block to finish, elected by an atomic counter that wraps back to 0 as it elects it
-//   (so every call and every graph replay starts clean), picks each token's top k, one warp per
-//   token, and writes the renormalised weights.
+//   In all but fused_tagged the last block to finish, elected by an atomic counter that wraps
+//   back to 0 as it elects it (so every call and every graph replay starts clean), picks each
+//   token's top k, one warp per token, and writes the renormalised weights.
 // General path (any T, k, E up to what shared memory holds): gemm_then_topk, a logits kernel and
 // a top-k kernel, two launches.
 //
@@ -52,7 +57,7 @@ constexpr int kMaxWarps = 16;   // per fused block
 constexpr int kMaxSplits = 8;   // the portable cluster size
 constexpr int kFusedMaxT = 16;  // two n8 mma tiles; one top-k warp per token
 constexpr int kFusedMaxE = 512; // 16 experts per lane in a top-k warp
-constexpr int kFusedMaxK = 16; // each of the k rounds is a step of the last block's serial tail
+constexpr int kFusedMaxK = 16;  // each of the k rounds is a step of the serial tail
 constexpr int kLogitsWarps = 8;    // gemm_then_topk, first kernel
 constexpr int kTopkThreads = 256;  // gemm_then_topk, second kernel
 
@@ -73,22 +78,22 @@ __device__ __forceinline__ float key_value(uint32_t key) {
 }
 
 // One warp's share of a tile: experts [e0, e0 + 16) x tokens [t0, t0 + 8*NT), summed over the
-// 32-wide k chunks first, first + stride, ... below end, in that order (direct::warp_gemm). Rows
-// past E, tokens past T and k past H read as zeros.
+// 32-wide k chunks first, first + stride, ... below end, in that order (direct::warp_gemm). W is
+// Wg packed by direct::pack_tiles (chunks per tile: ceil(H/32)): a warp's load is 512 contiguous
+// bytes, where rows of Wg as they are gave it 64 bytes of each of 8 rows. Rows past E, tokens
+// past T and k past H read as zeros.
 template <int NT>
-__device__ __forceinline__ void warp_gemm(const bf16* W, const bf16* X, int T, int H, int E, int e0,
+__device__ __forceinline__ void warp_gemm(const uint4* W, const bf16* X, int T, int H, int chunks, int e0,
                                           int t0, int first, int end, int stride,
                                           float (&acc)[NT][4]) {
   const int g = (threadIdx.x % 32) / 4;
-  const int row_a = e0 + g, row_b = e0 + g + 8;
   const bf16* x[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const int tok = t0 + n * 8 + g;
     x[n] = tok < T ? X + size_t(tok) * H : nullptr;
   }
-  const direct::RowMajorWeights w{row_a < E ? W + size_t(row_a) * H : nullptr,
-                                  row_b < E ? W + size_t(row_b) * H : nullptr, H};
+  const direct::PackedWeights w{W + size_t(e0 / kTileE) * chunks * 64};
   direct::warp_gemm<NT, kBatch>(w, x, H, first, end, stride, acc);
 }
 
@@ -130,14 +135,14 @@ __device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n, bool*
   return *flag;
 }
 
-// Stores a warp's accumulators as tile[expert_in_tile * 8*NT + token_in_tile].
-template <int NT>
+// Stores a warp's accumulators as tile[expert_in_tile * Stride + token_in_tile].
+template <int NT, int Stride = 8 * NT>
 __device__ __forceinline__ void store_tile(float* tile, const float (&acc)[NT][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) tile[(g + 8 * (i / 2)) * (8 * NT) + n * 8 + 2 * q + i % 2] = acc[n][i];
+    for (int i = 0; i < 4; ++i) tile[(g + 8 * (i / 2)) * Stride + n * 8 + 2 * q + i % 2] = acc[n][i];
 }
 
 // Element o of the sum of nwarps consecutive tiles, in warp order. Every read is issued before
@@ -157,7 +162,7 @@ __device__ __forceinline__ float sum_tiles(const float* tiles, int tile_size, in
 // ---------------------------------------------------------------- fused kernel
 
 struct FusedArgs {
-  const bf16* W;
+  const uint4* W;  // Wg packed (direct::pack_tiles)
   const bf16* X;
   float* logits;
   int32_t* ids;
@@ -180,57 +185,65 @@ __device__ __forceinline__ void load_row(const float* src, float (&v)[P]) {
   }
 }
 
-// The largest of a lane's P keys and its first index, as a tree (depth log2 P, not a P-long
-// chain: this sits on the top-k's serial path). The left operand, the lower index, wins ties.
+// Sorts a lane's P keys, largest first, their indices along; among equal keys the lower index
+// first. A bitonic network: a compile-time sequence of compare-exchanges, all in registers.
 template <int P>
-__device__ __forceinline__ void lane_best(const uint32_t (&key)[P], uint32_t& best, int& at) {
+__device__ __forceinline__ void sort_lane(uint32_t (&key)[P], int (&idx)[P]) {
   static_assert((P & (P - 1)) == 0, "P is a power of two");
-  uint32_t k[P];
-  int idx[P];
 #pragma unroll
-  for (int i = 0; i < P; ++i) k[i] = key[i], idx[i] = i;
+  for (int size = 2; size <= P; size *= 2)
 #pragma unroll
-  for (int w = 1; w < P; w *= 2)
+    for (int stride = size / 2; stride > 0; stride /= 2)
 #pragma unroll
-    for (int i = 0; i < P; i += 2 * w)
-      if (k[i + w] > k[i]) k[i] = k[i + w], idx[i] = idx[i + w];
-  best = k[0];
-  at = idx[0];
+      for (int i = 0; i < P; ++i) {
+        const int j = i ^ stride;
+        if (j < i) continue;
+        // Ranked (i, j) in blocks whose bit `size` is clear, (j, i) in the others: the bitonic
+        // merges of the last size, P, leave the whole row ranked.
+        const int a = (i & size) ? j : i, b = (i & size) ? i : j;
+        const bool swap = key[b] > key[a] || (key[b] == key[a] && idx[b] < idx[a]);
+        const uint32_t ka = key[a], kb = key[b];
+        const int ia = idx[a], ib = idx[b];
+        key[a] = swap ? kb : ka, key[b] = swap ? ka : kb;
+        idx[a] = swap ? ib : ia, idx[b] = swap ? ia : ib;
+      }
 }
 
-// Token t's top k from its logits, lane l holding experts [lP, lP + P), and the renormalised
-// weights. Among equal logits the lowest lane holds the lowest id, and a lane's own scan keeps
-// its first index.
+// Token t's top k from its logits by one warp, lane l holding experts [lP, lP + P), and the
+// renormalised weights. Each lane sorts its keys once; a round is then the warp's max of the
+// lanes' first keys, and the winner (the lowest lane among equal maxima: the lowest id) shifts
+// its row by one. The rounds are the serial part (each max waits for the previous winner's
+// shift), so they are kept free of branches: every lane runs the shift under its `win` predicate.
+// A round still costs ~300 cycles (clock64 trace: 2.7 k for k = 8 at P = 8), its max, ballot and
+// select each waiting on the last. Rescanning the row for its best key every round (3.8 k),
+// unrolling the rounds (3.3 k), merging the lanes' sorted rows by butterfly shuffles (4.5 k) and
+// a two-stage top k over groups of 32 experts in the tagged reader (1.1 k + 2.1 k) were slower.
 template <int P>
 __device__ __forceinline__ void topk_of_row(const FusedArgs& p, int t, const float (&v)[P]) {
   const int lane = threadIdx.x % 32, base = lane * P;
   uint32_t key[P];
+  int idx[P];
 #pragma unroll
-  for (int i = 0; i < P; ++i) key[i] = base + i < p.E ? order_key(v[i]) : 0u;
-  uint32_t best;
-  int at;
-  lane_best<P>(key, best, at);
+  for (int i = 0; i < P; ++i) key[i] = base + i < p.E ? order_key(v[i]) : 0u, idx[i] = i;
+  sort_lane<P>(key, idx);
 
-  // A round is serial (each max waits for the previous winner's rescan), so it is kept free of
-  // branches: every lane runs the winner's update, which leaves a loser's keys and best as they
-  // were, instead of a divergent branch and its reconvergence per round.
-  float top = 0.0f, vmax = 0.0f;  // lane j keeps the j-th largest logit
+  float top = 0.0f, vmax = 0.0f, sum = 0.0f;  // lane j keeps the j-th largest logit
   for (int j = 0; j < p.k; ++j) {
-    const uint32_t m = __reduce_max_sync(0xffffffffu, best);
-    const unsigned holders = __ballot_sync(0xffffffffu, best == m);
+    const uint32_t m = __reduce_max_sync(0xffffffffu, key[0]);
+    const unsigned holders = __ballot_sync(0xffffffffu, key[0] == m);
     const bool win = lane == __ffs(holders) - 1;
-    if (win) p.ids[size_t(t) * p.k + j] = base + at;
+    if (win) p.ids[size_t(t) * p.k + j] = base + idx[0];
 #pragma unroll
-    for (int i = 0; i < P; ++i) key[i] = win && i == at ? 0u : key[i];  // compile-time i: registers
-    lane_best<P>(key, best, at);
-    if (lane == j) top = key_value(m);
-    if (j == 0) vmax = key_value(m);
+    for (int i = 0; i + 1 < P; ++i) key[i] = win ? key[i + 1] : key[i], idx[i] = win ? idx[i + 1] : idx[i];
+    key[P - 1] = win ? 0u : key[P - 1];
+    // probs[id] / sum over the top k of probs: the softmax denominator cancels. Every lane
+    // adds the same terms in the same order.
+    const float x = key_value(m);
+    if (j == 0) vmax = x;
+    sum += expf(x - vmax);
+    if (lane == j) top = x;
   }
-  // probs[id] / sum over the top k of probs: the softmax denominator cancels.
-  const float ex = lane < p.k ? expf(top - vmax) : 0.0f;
-  float sum = ex;
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane < p.k) p.weights[size_t(t) * p.k + lane] = ex / sum;
+  if (lane < p.k) p.weights[size_t(t) * p.k + lane] = expf(top - vmax) / sum;
 }
 
 // Token t's top k, by one warp, in the last block. Lane l owns experts [lP, lP + P).
@@ -290,7 +303,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_fused_kernel(FusedAr
   const int hi = int(int64_t(split + 1) * p.chunks / splits);
 
   float acc[NT][4] = {};
-  warp_gemm<NT>(p.W, p.X, p.T, p.H, p.E, e0, 0, lo + warp, hi, nwarps, acc);
+  warp_gemm<NT>(p.W, p.X, p.T, p.H, p.chunks, e0, 0, lo + warp, hi, nwarps, acc);
   store_tile<NT>(warp_tiles + warp * kTile, acc);
   __syncthreads();
   for (int o = threadIdx.x; o < kTile; o += blockDim.x) {
@@ -385,7 +398,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_staged_kernel(Staged
   const int hi = int(int64_t(split + 1) * p.chunks / splits);
 
   float acc[NT][4] = {};
-  warp_gemm<NT>(p.W, p.X, p.T, p.H, p.E, m * kTileE, 0, lo + warp, hi, nwarps, acc);
+  warp_gemm<NT>(p.W, p.X, p.T, p.H, p.chunks, m * kTileE, 0, lo + warp, hi, nwarps, acc);
   store_tile<NT>(smem + warp * kTile, acc);
   __syncthreads();
   // Token-major, so that a float4 of a slot is 4 experts of one token and the readers fetch the
@@ -451,17 +464,167 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_staged_kernel(Staged
   }
 }
 
+// ---------------------------------------------------------------- tagged kernel
+//
+// fused_tagged: the fused kernel's GEMM and sums in the same order (the same logits as
+// fused_slots), with no election after the last byte of Wg. Every slot value travels with a tag,
+// the call's number, in one 64-bit store, so a reader knows a value is this call's without a
+// fence or a counter after it: it reads every split's slot of its token at once and re-reads
+// only a word that still holds the previous call's tag. Both the tag and the readers are settled
+// when a block starts, by two accesses issued before its weight loads (their round trips overlap
+// the GEMM):
+//   - the tag is one more than the tag of the block's own first slot word: every block stored
+//     the same tag there in the previous call (0 from prepare on), so all agree without a
+//     shared counter;
+//   - an arrival counter (atom.inc, which wraps back to 0 with the last arrival, so every call
+//     and graph replay starts clean) ranks the blocks; the last T to arrive each read one token's
+//     slots and take its top k.
+// So:
+//   - the serial tail after the GEMM is one L2 round trip (the slot read) and the top k, where
+//     fused_slots pays a release fence, an atomic and an acquire fence before its read;
+//   - the T tokens are read and ranked on T SMs at once (splits x E values each), where
+//     fused_slots' last block reads splits x T x E on one SM (128 KB at dsv3 T=16).
+// A reader waits for every block's slots, so the blocks after it in arrival order (the other
+// readers, fewer than T) must be able to start while it waits: T + 1 resident blocks suffice,
+// and the plan's grid is one wave of one block per SM. Every other block stores and exits.
+
+struct TaggedArgs {
+  FusedArgs f;      // f.ws is not used; f.counter ranks the blocks' arrivals
+  uint64_t* slots;  // [T][splits][32*P] words: value bits | tag << 32
+};
+
+__device__ __forceinline__ void store_tagged(uint64_t* p, float v, uint32_t tag) {
+  const uint64_t w = uint64_t(__float_as_uint(v)) | uint64_t(tag) << 32;
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+
+// A word another block stores during this kernel: a 64-bit access is single-copy atomic, so value
+// and tag come from the same store. Where !pred, a word that holds `tag` and the value 0.
+__device__ __forceinline__ uint64_t load_tagged(const uint64_t* p, bool pred, uint32_t tag) {
+  uint64_t w;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %2, 0;\n"
+      "  mov.b64 %0, %3;\n"
+      "  @p ld.relaxed.gpu.global.u64 %0, [%1];\n"
+      "}\n"
+      : "=&l"(w)
+      : "l"(p), "r"(int(pred)), "l"(uint64_t(tag) << 32)
+      : "memory");
+  return w;
+}
+
+// The same word again where pred (a stale one), left as it is elsewhere.
+__device__ __forceinline__ void reload_tagged(uint64_t& w, const uint64_t* p, bool pred) {
+  asm volatile(
+      "{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %2, 0;\n"
+      "  @p ld.relaxed.gpu.global.u64 %0, [%1];\n"
+      "}\n"
+      : "+l"(w)
+      : "l"(p), "r"(int(pred))
+      : "memory");
+}
+
+// Grid (splits, ceil(E/16)) as the fused kernel's, one wave or not.
+template <int NT, int P>
+__global__ void __launch_bounds__(kMaxWarps * 32, 1) router_tagged_kernel(TaggedArgs ta) {
+  constexpr int kCols = 8 * NT;
+  // The slots are token-major, so the block sum reads the warps' tiles down a column: a row
+  // stride of kCols + 1 words puts the 16 experts of a column in 16 banks (kCols put them in 2
+  // or 4).
+  constexpr int kStride = kCols + 1;
+  constexpr int kTile = kTileE * kStride;
+  constexpr int kEpad = 32 * P;
+  __shared__ float warp_tiles[kMaxWarps * kTile];
+  __shared__ float row[kEpad];
+  __shared__ unsigned arrival;
+  __shared__ uint32_t tag_shared;
+  const FusedArgs& p = ta.f;
+
+  const int split = blockIdx.x, splits = gridDim.x, e0 = blockIdx.y * kTileE;
+  const unsigned blocks = gridDim.x * gridDim.y;
+  // Before the weight loads (volatile asm keeps its place), used only after the GEMM.
+  uint64_t own = 0;
+  unsigned order = 0;
+  if (threadIdx.x == 0) {
+    const uint64_t* own_word = ta.slots + size_t(split) * kEpad + e0;  // token 0's word of this block
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(own) : "l"(own_word) : "memory");
+    asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;"
+                 : "=r"(order)
+                 : "l"(p.counter), "r"(blocks - 1)
+                 : "memory");
+  }
+
+  const int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const int lo = int(int64_t(split) * p.chunks / splits);
+  const int hi = int(int64_t(split + 1) * p.chunks / splits);
+  float acc[NT][4] = {};
+  warp_gemm<NT>(p.W, p.X, p.T, p.H, p.chunks, e0, 0, lo + warp, hi, nwarps, acc);
+  store_tile<NT, kStride>(warp_tiles + warp * kTile, acc);
+  if (threadIdx.x == 0) arrival = order, tag_shared = uint32_t(own >> 32) + 1;
+  __syncthreads();
+
+  const uint32_t tag = tag_shared;
+  const int reader = int(blocks - 1 - arrival);  // 0 for the last block to arrive
+  // Token-major, as the readers take them: [t][split][expert].
+  for (int o = threadIdx.x; o < kTileE * p.T; o += blockDim.x) {
+    const int t = o / kTileE, e = e0 + o % kTileE;
+    store_tagged(ta.slots + (size_t(t) * splits + split) * kEpad + e,
+                 sum_tiles(warp_tiles, kTile, nwarps, (o % kTileE) * kStride + t), tag);
+  }
+
+  // Reader r takes tokens r, r + blocks, ... (more than one only when the grid has fewer blocks
+  // than there are tokens).
+  const int e_end = int(gridDim.y) * kTileE;  // slots past it are never written
+  for (int t = reader; t < p.T; t += int(blocks)) {
+    const uint64_t* src = ta.slots + size_t(t) * splits * kEpad;
+    for (int e = threadIdx.x; e < e_end; e += blockDim.x) {
+      uint64_t w[kMaxSplits];
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s) w[s] = load_tagged(src + s * kEpad + e, s < splits, tag);
+      // Every stale word is re-read in the same round: one round trip per round, however many
+      // splits are late (re-reading them one at a time cost a round trip each).
+      for (;;) {
+        bool stale[kMaxSplits], any = false;
+#pragma unroll
+        for (int s = 0; s < kMaxSplits; ++s) stale[s] = uint32_t(w[s] >> 32) != tag, any |= stale[s];
+        if (!any) break;
+#pragma unroll
+        for (int s = 0; s < kMaxSplits; ++s) reload_tagged(w[s], src + s * kEpad + e, stale[s]);
+      }
+      float v = 0.0f;  // split order, from 0.0f: fused_slots' sum
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < splits) v += __uint_as_float(uint32_t(w[s]));
+      row[e] = v;
+      if (e < p.E) p.logits[size_t(t) * p.E + e] = v;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const int base = (threadIdx.x % 32) * P;
+      float v[P];
+#pragma unroll
+      for (int i = 0; i < P; ++i) v[i] = base + i < e_end ? row[base + i] : 0.0f;  // past E: never selected
+      topk_of_row<P>(p, t, v);
+    }
+    __syncthreads();  // row is read before the next token overwrites it
+  }
+}
+
 // ---------------------------------------------------------------- gemm_then_topk kernels
 
 // Logits of one 16-expert x 16-token tile over all of H. Grid (ceil(T/16), ceil(E/16)). Launch
 // bounds as for the fused kernel, so that a batch's loads all issue before its mma.
 __global__ void __launch_bounds__(kLogitsWarps * 32, 1)
-    router_logits_kernel(const bf16* W, const bf16* X, float* logits, int T, int H, int E, int chunks) {
+    router_logits_kernel(const uint4* W, const bf16* X, float* logits, int T, int H, int E, int chunks) {
   constexpr int kTile = kTileE * 16;
   __shared__ float warp_tiles[kLogitsWarps * kTile];
   const int t0 = blockIdx.x * 16, e0 = blockIdx.y * kTileE, warp = threadIdx.x / 32;
   float acc[2][4] = {};
-  warp_gemm<2>(W, X, T, H, E, e0, t0, warp, chunks, kLogitsWarps, acc);
+  warp_gemm<2>(W, X, T, H, chunks, e0, t0, warp, chunks, kLogitsWarps, acc);
   store_tile<2>(warp_tiles + warp * kTile, acc);
   __syncthreads();
   for (int o = threadIdx.x; o < kTile; o += blockDim.x) {
@@ -541,6 +704,15 @@ FusedPlan plan_fused(const RouterDims& d, int sm_count) {
 
 using FusedKernel = void (*)(FusedArgs);
 
+// A call's arguments: the router's, with this call's inputs and outputs.
+FusedArgs with_io(FusedArgs a, const RouterIO& io) {
+  a.X = io.X;
+  a.logits = io.logits;
+  a.ids = io.topk_ids;
+  a.weights = io.topk_weights;
+  return a;
+}
+
 template <int NT, bool kCluster>
 FusedKernel fused_kernel_for_p(int P) {
   return P == 4 ? router_fused_kernel<NT, 4, kCluster>
@@ -556,7 +728,8 @@ FusedKernel fused_kernel(const FusedPlan& pl) {
 class FusedRouter final : public Router {
  public:
   FusedRouter(const RouterDims& d, const RouterWeights& w, const FusedPlan& pl, bool cluster)
-      : plan_(pl),
+      : packed_(direct::pack_tiles(w.Wg, d.E, d.H)),
+        plan_(pl),
         cluster_(cluster),
         kernel_(cluster ? fused_kernel<true>(pl) : fused_kernel<false>(pl)),
         counter_(sizeof(unsigned)),
@@ -565,8 +738,8 @@ class FusedRouter final : public Router {
     check_cuda(cudaMemset(ws_.as<void>(), 0, ws_floats(d, pl, cluster) * sizeof(float)), "cudaMemset");
     // The memsets run on the legacy stream; finish them before any call on the scorer's stream.
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    args_ = FusedArgs{w.Wg, nullptr, nullptr, nullptr, nullptr, ws_.as<float>(), counter_.as<unsigned>(),
-                      d.T, d.H, d.E, d.k, pl.chunks};
+    args_ = FusedArgs{packed_.as<uint4>(), nullptr, nullptr, nullptr, nullptr, ws_.as<float>(),
+                      counter_.as<unsigned>(), d.T, d.H, d.E, d.k, pl.chunks};
   }
 
   // How many clusters of this launch the device can hold at once (0 if none, or not a cluster
@@ -585,11 +758,7 @@ class FusedRouter final : public Router {
   }
 
   void run(const RouterIO& io, cudaStream_t stream) override {
-    FusedArgs a = args_;
-    a.X = io.X;
-    a.logits = io.logits;
-    a.ids = io.topk_ids;
-    a.weights = io.topk_weights;
+    const FusedArgs a = with_io(args_, io);
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = config(stream, &attr);
     check_cuda(cudaLaunchKernelEx(&cfg, kernel_, a), "router_fused_kernel launch");
@@ -605,6 +774,7 @@ class FusedRouter final : public Router {
                                  cluster_ ? unsigned(plan_.splits) : 0u, attr);
   }
 
+  DeviceMemory packed_;  // Wg, direct::pack_tiles
   FusedPlan plan_;
   bool cluster_;
   FusedKernel kernel_;
@@ -627,12 +797,36 @@ StagedKernel staged_kernel(const FusedPlan& pl) {
   return pl.NT == 1 ? staged_kernel_for_p<1, kTree>(pl.P) : staged_kernel_for_p<2, kTree>(pl.P);
 }
 
+// A router whose kernel takes Args (a FusedArgs f and its own workspace) on the fused plan's
+// grid, without clusters: the staged and tagged routers. The derived constructor fills args_.
+template <class Args>
+class PlainGridRouter : public Router {
+ public:
+  void run(const RouterIO& io, cudaStream_t stream) override {
+    Args a = args_;
+    a.f = with_io(a.f, io);
+    kernel_<<<dim3(plan_.splits, plan_.m_tiles), plan_.warps * 32, 0, stream>>>(a);
+    check_cuda(cudaGetLastError(), name_);
+  }
+
+ protected:
+  PlainGridRouter(const RouterDims& d, const RouterWeights& w, const FusedPlan& pl, void (*kernel)(Args),
+                  const char* name)
+      : packed_(direct::pack_tiles(w.Wg, d.E, d.H)), plan_(pl), kernel_(kernel), name_(name) {}
+
+  DeviceMemory packed_;  // Wg, direct::pack_tiles
+  FusedPlan plan_;
+  void (*kernel_)(Args);
+  const char* name_;  // of the launch, for its error
+  Args args_;
+};
+
 // fused_slots_wide (tree = false) and fused_tile_tree (tree = true).
-class StagedRouter final : public Router {
+class StagedRouter final : public PlainGridRouter<StagedArgs> {
  public:
   StagedRouter(const RouterDims& d, const RouterWeights& w, const FusedPlan& pl, bool tree)
-      : plan_(pl),
-        kernel_(tree ? staged_kernel<true>(pl) : staged_kernel<false>(pl)),
+      : PlainGridRouter(d, w, pl, tree ? staged_kernel<true>(pl) : staged_kernel<false>(pl),
+                        "router_staged_kernel launch"),
         counters_((1 + size_t(pl.m_tiles)) * sizeof(unsigned)),
         slots_(size_t(pl.m_tiles) * pl.splits * kTileE * 8 * pl.NT * sizeof(float)),
         final_(size_t(d.T) * 32 * pl.P * sizeof(float)) {
@@ -641,34 +835,51 @@ class StagedRouter final : public Router {
     // past E must read as zeros.
     check_cuda(cudaMemset(final_.as<void>(), 0, size_t(d.T) * 32 * pl.P * sizeof(float)), "cudaMemset");
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    args_.f = FusedArgs{w.Wg, nullptr, nullptr, nullptr, nullptr, final_.as<float>(), counters_.as<unsigned>(),
-                        d.T, d.H, d.E, d.k, pl.chunks};
+    args_.f = FusedArgs{packed_.as<uint4>(), nullptr, nullptr, nullptr, nullptr, final_.as<float>(),
+                        counters_.as<unsigned>(), d.T, d.H, d.E, d.k, pl.chunks};
     args_.slots = slots_.as<float>();
     args_.tile_counters = counters_.as<unsigned>() + 1;
   }
 
-  void run(const RouterIO& io, cudaStream_t stream) override {
-    StagedArgs a = args_;
-    a.f.X = io.X;
-    a.f.logits = io.logits;
-    a.f.ids = io.topk_ids;
-    a.f.weights = io.topk_weights;
-    kernel_<<<dim3(plan_.splits, plan_.m_tiles), plan_.warps * 32, 0, stream>>>(a);
-    check_cuda(cudaGetLastError(), "router_staged_kernel launch");
-  }
-
  private:
-  FusedPlan plan_;
-  StagedKernel kernel_;
   DeviceMemory counters_;  // [0]: the grid's election; [1 + m]: tile m's (fused_tile_tree)
   DeviceMemory slots_;
   DeviceMemory final_;  // fused_tile_tree's final logits (tiny; allocated for both)
-  StagedArgs args_;
+};
+
+using TaggedKernel = void (*)(TaggedArgs);
+
+template <int NT>
+TaggedKernel tagged_kernel_for_p(int P) {
+  return P == 4 ? router_tagged_kernel<NT, 4> : P == 8 ? router_tagged_kernel<NT, 8> : router_tagged_kernel<NT, 16>;
+}
+
+class TaggedRouter final : public PlainGridRouter<TaggedArgs> {
+ public:
+  TaggedRouter(const RouterDims& d, const RouterWeights& w, const FusedPlan& pl)
+      : PlainGridRouter(d, w, pl, pl.NT == 1 ? tagged_kernel_for_p<1>(pl.P) : tagged_kernel_for_p<2>(pl.P),
+                        "router_tagged_kernel launch"),
+        counter_(sizeof(unsigned)),
+        slots_(slot_words(d, pl) * sizeof(uint64_t)) {
+    // Tag 0 in every slot: the first call's tag is 1.
+    check_cuda(cudaMemset(counter_.as<void>(), 0, sizeof(unsigned)), "cudaMemset");
+    check_cuda(cudaMemset(slots_.as<void>(), 0, slot_words(d, pl) * sizeof(uint64_t)), "cudaMemset");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    args_.f = FusedArgs{packed_.as<uint4>(), nullptr, nullptr, nullptr, nullptr, nullptr,
+                        counter_.as<unsigned>(), d.T, d.H, d.E, d.k, pl.chunks};
+    args_.slots = slots_.as<uint64_t>();
+  }
+
+ private:
+  static size_t slot_words(const RouterDims& d, const FusedPlan& pl) { return size_t(d.T) * pl.splits * 32 * pl.P; }
+
+  DeviceMemory counter_;
+  DeviceMemory slots_;
 };
 
 class GemmThenTopkRouter final : public Router {
  public:
-  GemmThenTopkRouter(const RouterDims& d, const RouterWeights& w) : d_(d), W_(w.Wg) {
+  GemmThenTopkRouter(const RouterDims& d, const RouterWeights& w) : d_(d), packed_(direct::pack_tiles(w.Wg, d.E, d.H)) {
     const size_t smem = size_t(d.E) * sizeof(uint32_t);
     int dev = 0, optin = 0;
     check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
@@ -689,7 +900,7 @@ class GemmThenTopkRouter final : public Router {
 
   void run(const RouterIO& io, cudaStream_t stream) override {
     const dim3 grid(ceil_div(d_.T, 16), ceil_div(d_.E, kTileE));
-    router_logits_kernel<<<grid, kLogitsWarps * 32, 0, stream>>>(W_, io.X, io.logits, d_.T, d_.H, d_.E,
+    router_logits_kernel<<<grid, kLogitsWarps * 32, 0, stream>>>(packed_.as<uint4>(), io.X, io.logits, d_.T, d_.H, d_.E,
                                                                  ceil_div(d_.H, kChunkK));
     check_cuda(cudaGetLastError(), "router_logits_kernel launch");
     router_topk_kernel<<<d_.T, kTopkThreads, size_t(d_.E) * sizeof(uint32_t), stream>>>(
@@ -699,7 +910,7 @@ class GemmThenTopkRouter final : public Router {
 
  private:
   RouterDims d_;
-  const bf16* W_;
+  DeviceMemory packed_;  // Wg, direct::pack_tiles
 };
 
 void validate(const RouterDims& d) {
@@ -727,11 +938,17 @@ std::unique_ptr<StagedRouter> make_staged(const RouterDims& d, const RouterWeigh
   return std::make_unique<StagedRouter>(d, w, plan_fused(d, device_sm_count()), tree);
 }
 
+std::unique_ptr<TaggedRouter> make_tagged(const RouterDims& d, const RouterWeights& w, const std::string& variant) {
+  require_fused_fits(d, variant);
+  return std::make_unique<TaggedRouter>(d, w, plan_fused(d, device_sm_count()));
+}
+
 }  // namespace
 
 namespace detail {
 std::vector<std::string> router_variants() {
-  return {"default", "fused_cluster", "fused_slots", "fused_slots_wide", "fused_tile_tree", "gemm_then_topk"};
+  return {"default",         "fused_cluster",   "fused_slots",   "fused_slots_wide",
+          "fused_tile_tree", "fused_tagged",    "gemm_then_topk"};
 }
 }  // namespace detail
 
@@ -739,13 +956,14 @@ std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights&
                                     const std::string& variant) {
   validate(dims);
   if (variant == "default") {
-    // One launch whenever the shape fits, with the slot reduction. Measured on the H200 (cold
-    // L2, median), fused_slots against fused_cluster: dsv3 (H=7168, E=256) T=1/8/16 9.1/9.95/12.2
-    // against 10.1/10.5/15.0 us, qwen3 (H=2048, E=128) T=8/16 7.5/8.3 against 8.5/9.3 us. The
-    // cluster barrier and the scheduling of 8-block clusters cost more than the slots' longer
-    // read in every case, so the cluster reduction is a named variant only.
+    // One launch whenever the shape fits, with the tagged slots. Measured on the H200 (cold L2,
+    // median, docs/perf-log.md round 15), fused_tagged against fused_slots: dsv3 (H=7168,
+    // E=256) T=1/8/16 8.4-8.5/8.9/8.8 against 8.6-8.7/9.8/11.6 us, qwen3 (H=2048, E=128) T=8/16
+    // 6.7-6.9/7.0-7.1 against 7.2-7.3/8.0-8.1 us: no election after the GEMM, and a reader per
+    // token. (fused_slots had beaten fused_cluster on every shape: the cluster barrier and the
+    // scheduling of 8-block clusters cost more than the slots' longer read.)
     if (!fused_fits(dims)) return std::make_unique<GemmThenTopkRouter>(dims, w);
-    return make_fused(dims, w, false, variant);
+    return make_tagged(dims, w, variant);
   }
   if (variant == "fused_cluster") {
     auto r = make_fused(dims, w, true, variant);
@@ -756,6 +974,7 @@ std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights&
   if (variant == "fused_slots") return make_fused(dims, w, false, variant);
   if (variant == "fused_slots_wide") return make_staged(dims, w, false, variant);
   if (variant == "fused_tile_tree") return make_staged(dims, w, true, variant);
+  if (variant == "fused_tagged") return make_tagged(dims, w, variant);
   if (variant == "gemm_then_topk") return std::make_unique<GemmThenTopkRouter>(dims, w);
   throw std::invalid_argument("router: unknown variant '" + variant + "'");
 }

@@ -28,7 +28,8 @@ using submission::RouterDims;
 std::vector<std::string> router_variants() { return submission::detail::router_variants(); }
 
 bool is_fused(const std::string& v) {
-  return v == "fused_cluster" || v == "fused_slots" || v == "fused_slots_wide" || v == "fused_tile_tree";
+  return v == "fused_cluster" || v == "fused_slots" || v == "fused_slots_wide" || v == "fused_tile_tree" ||
+         v == "fused_tagged";
 }
 
 // The one-launch kernels' documented limits; past them only the general path runs.
