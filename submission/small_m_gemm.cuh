@@ -614,6 +614,26 @@ struct Plan {
 template <class Rows, class Epi>
 using MmaKernel = void (*)(Params<Rows, Epi>);
 
+// Token groups of 8 per direct block. A block streams its 16-row weight tile and its token rows
+// over all of K, and an SM's blocks share its ingest, so the model takes the ng whose busiest SM
+// receives the fewest bytes (ties: the larger ng, fewer blocks). Fewer groups per block mean more
+// blocks where the tiles alone leave SMs idle (the pooler at H = 1024, B = 16: 64 tiles, 64 KB per
+// SM at ng = 2, 48 KB on twice the SMs at ng = 1); the tile is then read by each of its blocks,
+// from L2 after the first.
+inline int direct_token_groups(int M, int N, int K, int sms) {
+  const long long tiles = (N + 15) / 16;
+  const int max_ng = std::min(4, (M + 7) / 8);
+  int best = max_ng;
+  double best_bytes = 1e300;
+  for (int ng = max_ng; ng >= 1; --ng) {
+    const long long blocks = tiles * ((M + 8 * ng - 1) / (8 * ng));
+    const double rows = 16 + std::min(8 * ng, M);
+    const double bytes = double((blocks + sms - 1) / sms) * rows * K * 2;
+    if (bytes < best_bytes) best = ng, best_bytes = bytes;
+  }
+  return best;
+}
+
 template <class C, bool Bulk, class Rows, class Epi>
 MmaKernel<Rows, Epi> mma_kernel(int ng) {
   switch (ng) {
@@ -637,16 +657,19 @@ class Engine {
     plan_.ng = std::min(4, (M + 7) / 8);
     plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
     if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
-    if (forced == Kernel::simt || forced == Kernel::direct) {  // both read W as it is
-      plan_.kernel = forced;
-      return;
-    }
-    if (forced == Kernel::direct_packed) {
-      plan_.kernel = forced;
-      pack_direct();
-      return;
-    }
     const int sms = device_sm_count();
+    if (forced == Kernel::simt) {
+      plan_.kernel = forced;
+      return;
+    }
+    if (forced == Kernel::direct || forced == Kernel::direct_packed) {
+      plan_.kernel = forced;
+      plan_.ng = direct_token_groups(M, N, K, sms);
+      plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
+      if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
+      if (forced == Kernel::direct_packed) pack_direct();  // direct reads W as it is
+      return;
+    }
     int dev = 0, smem_optin = 0;
     SUBMISSION_CUDA(cudaGetDevice(&dev));
     SUBMISSION_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
