@@ -159,6 +159,22 @@ __device__ __forceinline__ float sum_tiles(const float* tiles, int tile_size, in
   return s;
 }
 
+// The warps' tiles of a block whose sum is taken token-major (slot[t * 16 + e], the staged and
+// tagged kernels): that sum reads a column of the tiles, so their rows are padded to 8 NT + 1
+// words, which puts a column's 16 experts in 16 banks (8 NT words put them in 2 or 4).
+template <int NT>
+struct ColumnTiles {
+  static constexpr int kStride = 8 * NT + 1;
+  static constexpr int kSize = kTileE * kStride;  // floats per warp
+  __device__ static void store(float* tiles, const float (&acc)[NT][4]) {
+    store_tile<NT, kStride>(tiles + (threadIdx.x / 32) * kSize, acc);
+  }
+  // Expert e, token t of the sum over nwarps tiles, in warp order.
+  __device__ static float sum(const float* tiles, int nwarps, int e, int t) {
+    return sum_tiles(tiles, kSize, nwarps, e * kStride + t);
+  }
+};
+
 // ---------------------------------------------------------------- fused kernel
 
 struct FusedArgs {
@@ -382,12 +398,14 @@ __device__ __forceinline__ float4 sum_splits(const float4 (&v)[kMaxSplits], int 
 // Grid, block and GEMM as router_fused_kernel.
 template <int NT, int P, bool kTree>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_staged_kernel(StagedArgs sa) {
+  using Tiles = ColumnTiles<NT>;
   constexpr int kCols = 8 * NT;
-  constexpr int kTile = kTileE * kCols;
+  constexpr int kTile = kTileE * kCols;  // a slot
   constexpr int kEpad = 32 * P;
   // The warps' tiles until the block's sum is taken, then (fused_slots_wide) the last block's
   // logits [T][kEpad].
-  constexpr int kSmem = (kTree || kMaxWarps * kTile >= kCols * kEpad) ? kMaxWarps * kTile : kCols * kEpad;
+  constexpr int kWarpTiles = kMaxWarps * Tiles::kSize;
+  constexpr int kSmem = (kTree || kWarpTiles >= kCols * kEpad) ? kWarpTiles : kCols * kEpad;
   __shared__ __align__(16) float smem[kSmem];
   __shared__ bool last;
   const FusedArgs& p = sa.f;
@@ -399,13 +417,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_staged_kernel(Staged
 
   float acc[NT][4] = {};
   warp_gemm<NT>(p.W, p.X, p.T, p.H, p.chunks, m * kTileE, 0, lo + warp, hi, nwarps, acc);
-  store_tile<NT>(smem + warp * kTile, acc);
+  Tiles::store(smem, acc);
   __syncthreads();
   // Token-major, so that a float4 of a slot is 4 experts of one token and the readers fetch the
   // T real tokens only (the warps' tiles hold the padding tokens too). Rows past E are zeros.
   float* slot = sa.slots + (size_t(m) * splits + split) * kTile;
   for (int o = threadIdx.x; o < kTileE * p.T; o += blockDim.x)
-    slot[o] = sum_tiles(smem, kTile, nwarps, (o % kTileE) * kCols + o / kTileE);
+    slot[o] = Tiles::sum(smem, nwarps, o % kTileE, o / kTileE);
   // Float4s per tile that the readers take: 4 per token.
   const int groups_per_tile = 4 * p.T;
 
@@ -531,14 +549,9 @@ __device__ __forceinline__ void reload_tagged(uint64_t& w, const uint64_t* p, bo
 // Grid (splits, ceil(E/16)) as the fused kernel's, one wave or not.
 template <int NT, int P>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_tagged_kernel(TaggedArgs ta) {
-  constexpr int kCols = 8 * NT;
-  // The slots are token-major, so the block sum reads the warps' tiles down a column: a row
-  // stride of kCols + 1 words puts the 16 experts of a column in 16 banks (kCols put them in 2
-  // or 4).
-  constexpr int kStride = kCols + 1;
-  constexpr int kTile = kTileE * kStride;
+  using Tiles = ColumnTiles<NT>;
   constexpr int kEpad = 32 * P;
-  __shared__ float warp_tiles[kMaxWarps * kTile];
+  __shared__ float warp_tiles[kMaxWarps * Tiles::kSize];
   __shared__ float row[kEpad];
   __shared__ unsigned arrival;
   __shared__ uint32_t tag_shared;
@@ -563,7 +576,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_tagged_kernel(Tagged
   const int hi = int(int64_t(split + 1) * p.chunks / splits);
   float acc[NT][4] = {};
   warp_gemm<NT>(p.W, p.X, p.T, p.H, p.chunks, e0, 0, lo + warp, hi, nwarps, acc);
-  store_tile<NT, kStride>(warp_tiles + warp * kTile, acc);
+  Tiles::store(warp_tiles, acc);
   if (threadIdx.x == 0) arrival = order, tag_shared = uint32_t(own >> 32) + 1;
   __syncthreads();
 
@@ -572,8 +585,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_tagged_kernel(Tagged
   // Token-major, as the readers take them: [t][split][expert].
   for (int o = threadIdx.x; o < kTileE * p.T; o += blockDim.x) {
     const int t = o / kTileE, e = e0 + o % kTileE;
-    store_tagged(ta.slots + (size_t(t) * splits + split) * kEpad + e,
-                 sum_tiles(warp_tiles, kTile, nwarps, (o % kTileE) * kStride + t), tag);
+    store_tagged(ta.slots + (size_t(t) * splits + split) * kEpad + e, Tiles::sum(warp_tiles, nwarps, o % kTileE, t),
+                 tag);
   }
 
   // Reader r takes tokens r, r + blocks, ... (more than one only when the grid has fewer blocks
@@ -926,21 +939,12 @@ void require_fused_fits(const RouterDims& d, const std::string& variant) {
                                 ", E <= " + std::to_string(kFusedMaxE) + ", k <= " + std::to_string(kFusedMaxK));
 }
 
-std::unique_ptr<FusedRouter> make_fused(const RouterDims& d, const RouterWeights& w, bool cluster,
-                                        const std::string& variant) {
+// A one-launch router R(dims, weights, plan, extra...), where the shape fits.
+template <class R, class... Extra>
+std::unique_ptr<R> make_planned(const RouterDims& d, const RouterWeights& w, const std::string& variant,
+                                Extra... extra) {
   require_fused_fits(d, variant);
-  return std::make_unique<FusedRouter>(d, w, plan_fused(d, device_sm_count()), cluster);
-}
-
-std::unique_ptr<StagedRouter> make_staged(const RouterDims& d, const RouterWeights& w, bool tree,
-                                          const std::string& variant) {
-  require_fused_fits(d, variant);
-  return std::make_unique<StagedRouter>(d, w, plan_fused(d, device_sm_count()), tree);
-}
-
-std::unique_ptr<TaggedRouter> make_tagged(const RouterDims& d, const RouterWeights& w, const std::string& variant) {
-  require_fused_fits(d, variant);
-  return std::make_unique<TaggedRouter>(d, w, plan_fused(d, device_sm_count()));
+  return std::make_unique<R>(d, w, plan_fused(d, device_sm_count()), extra...);
 }
 
 }  // namespace
@@ -963,18 +967,18 @@ std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights&
     // token. (fused_slots had beaten fused_cluster on every shape: the cluster barrier and the
     // scheduling of 8-block clusters cost more than the slots' longer read.)
     if (!fused_fits(dims)) return std::make_unique<GemmThenTopkRouter>(dims, w);
-    return make_tagged(dims, w, variant);
+    return make_planned<TaggedRouter>(dims, w, variant);
   }
   if (variant == "fused_cluster") {
-    auto r = make_fused(dims, w, true, variant);
+    auto r = make_planned<FusedRouter>(dims, w, variant, true);
     if (r->max_active_clusters() < 1)
       throw std::runtime_error("router fused_cluster: the device cannot launch the cluster");
     return r;
   }
-  if (variant == "fused_slots") return make_fused(dims, w, false, variant);
-  if (variant == "fused_slots_wide") return make_staged(dims, w, false, variant);
-  if (variant == "fused_tile_tree") return make_staged(dims, w, true, variant);
-  if (variant == "fused_tagged") return make_tagged(dims, w, variant);
+  if (variant == "fused_slots") return make_planned<FusedRouter>(dims, w, variant, false);
+  if (variant == "fused_slots_wide") return make_planned<StagedRouter>(dims, w, variant, false);
+  if (variant == "fused_tile_tree") return make_planned<StagedRouter>(dims, w, variant, true);
+  if (variant == "fused_tagged") return make_planned<TaggedRouter>(dims, w, variant);
   if (variant == "gemm_then_topk") return std::make_unique<GemmThenTopkRouter>(dims, w);
   throw std::invalid_argument("router: unknown variant '" + variant + "'");
 }

@@ -654,20 +654,14 @@ class Engine {
       throw std::invalid_argument("small-M GEMM: need M >= 1, N >= 1, K >= 8, K % 8 == 0 (got M=" +
                                   std::to_string(M) + " N=" + std::to_string(N) +
                                   " K=" + std::to_string(K) + ")");
-    plan_.ng = std::min(4, (M + 7) / 8);
+    const int sms = device_sm_count();
+    const bool direct = forced == Kernel::direct || forced == Kernel::direct_packed;
+    plan_.ng = direct ? direct_token_groups(M, N, K, sms) : std::min(4, (M + 7) / 8);
     plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
     if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
-    const int sms = device_sm_count();
-    if (forced == Kernel::simt) {
+    if (forced == Kernel::simt || direct) {
       plan_.kernel = forced;
-      return;
-    }
-    if (forced == Kernel::direct || forced == Kernel::direct_packed) {
-      plan_.kernel = forced;
-      plan_.ng = direct_token_groups(M, N, K, sms);
-      plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
-      if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
-      if (forced == Kernel::direct_packed) pack_direct();  // direct reads W as it is
+      if (forced == Kernel::direct_packed) pack_direct();  // simt and direct read W as it is
       return;
     }
     int dev = 0, smem_optin = 0;
