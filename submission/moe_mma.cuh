@@ -17,11 +17,14 @@
 // GEMM 1 (gate_up) ends a unit with SiLU(gate)*up rounded to bf16 into h.
 // GEMM 2 (down) may split its reduction into parts (moe_down_splits), each
 // part a unit of its own. It writes each (route, part)'s fp32 rows to a
-// workspace and counts, per (token, row group), how many of the token's
-// (route, part) units are done; the CTA that completes a token's count sums
-// its routes in order j = 0..k-1 (each route's parts in order), scaled by
-// topk_weights, and writes the bf16 output (deterministic: no float atomics;
-// the counter resets itself for the next call and for graph replays).
+// workspace; the combine sums a token's routes in order j = 0..k-1 (each
+// route's parts in order), scaled by topk_weights, and writes the bf16
+// output (deterministic: no float atomics). Where it runs is the plan's
+// choice (MmaGemmArgs::deferred_combine): after the whole grid's units,
+// behind one grid barrier (combine_all_tokens); or unit by unit, a count per
+// (token, row group) electing the CTA that completes a token to combine it
+// (count_and_combine; the counter resets itself for the next call and for
+// graph replays).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -99,6 +102,8 @@ struct MmaGemmArgs {
   __nv_bfloat16* h;         // GEMM 1 output [M*k][I]
   float* partial;           // GEMM 2: fp32 rows of each route and split [M*k][splits][H]
   int* counters;            // GEMM 2: finished (route, split) units per (token, row group), zero between calls
+  int deferred_combine;     // GEMM 2: 1 = combine_all_tokens after every unit, 0 = count_and_combine per unit
+  unsigned long long* grid_arrivals;  // GEMM 2 deferred: CTAs arrived at the barrier, ever (never reset)
   int stream_k;             // GEMM 1: 1 = stream-K schedule (see moe_mma_kernel), 0 = whole units
   float4* sk_partial;       // GEMM 1 stream-K: each CTA's part of its first unit, [grid][128 threads][RT*NT]
   int* sk_counters;         // GEMM 1 stream-K: stages summed so far per unit, zero between calls
@@ -364,14 +369,57 @@ __device__ __forceinline__ void store_h(const MmaGemmArgs& a, const int* meta,
   }
 }
 
-// GEMM 2 epilogue: route rows to the workspace, then the per-(token, row
-// group) count; the CTA that completes a token's count combines its routes.
+// The combine's arithmetic on one output (float) or four (float4).
+__device__ __forceinline__ float add_part(float x, float y) { return x + y; }
+__device__ __forceinline__ float4 add_part(float4 x, float4 y) {
+  return make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+}
+__device__ __forceinline__ float fma_route(float w, float y, float sum) { return fmaf(w, y, sum); }
+__device__ __forceinline__ float4 fma_route(float w, float4 y, float4 sum) {
+  return make_float4(fmaf(w, y.x, sum.x), fmaf(w, y.y, sum.y), fmaf(w, y.z, sum.z), fmaf(w, y.w, sum.w));
+}
+
+// Token m's output at column `col` of its route rows (V = float), or at
+// col..col+3 (V = float4, col a multiple of 4): the routes in order j, each
+// route's splits in order, scaled by topk_weights; 8 routes at a time so
+// that their loads are in flight together. Routes to other ranks (no row
+// written) add an exact 0.
+template <class V>
+__device__ __forceinline__ V combine_token(const MmaGemmArgs& a, int m, int splits, int col) {
+  V sum{};
+  for (int j0 = 0; j0 < a.k; j0 += 8) {
+    float w[8];
+    V y[8];
+    bool local[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int j = j0 + u, rj = m * a.k + j;
+      local[u] = j < a.k && moe_local_expert(a.topk_ids[rj], a.ep_rank, a.E_local) >= 0;
+      w[u] = local[u] ? a.topk_weights[rj] : 0.f;
+      y[u] = V{};
+    }
+    for (int sp = 0; sp < splits; ++sp) {
+      V v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        v[u] = local[u] ? __ldcg(reinterpret_cast<const V*>(a.partial + (size_t(m * a.k + j0 + u) * splits + sp) * a.H +
+                                                            col))
+                        : V{};
+#pragma unroll
+      for (int u = 0; u < 8; ++u) y[u] = add_part(y[u], v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) sum = fma_route(w[u], y[u], sum);
+  }
+  return sum;
+}
+
+// GEMM 2 epilogue: the unit's route rows to the workspace.
 template <int NT, int RT>
-__device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const int* meta,
-                                                  const float (&acc)[RT][NT][4], int row_groups,
-                                                  int splits, int* combine) {
+__device__ __forceinline__ void store_partials(const MmaGemmArgs& a, const int* meta,
+                                               const float (&acc)[RT][NT][4], int splits) {
   using T = MmaTile<NT, RT>;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int row_group = meta[1], routes = meta[2], split = meta[3];
   const int* route = meta + 4;
 #pragma unroll
@@ -389,6 +437,21 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
         }
       }
   }
+}
+
+// The per-unit combine, after store_partials: the per-(token, row group)
+// count; the CTA that completes a token's count combines its routes. Each
+// unit's end waits for its stores (the fence), its counts (the atomics) and
+// each completed token's rows (one L2 round trip per token), with the MMA
+// warps stopped: at qwen3 M=256 this epilogue held ~42% of GEMM 2's warp
+// samples, hence combine_all_tokens.
+template <int NT, int RT>
+__device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const int* meta, int row_groups,
+                                                  int splits, int* combine) {
+  using T = MmaTile<NT, RT>;
+  const int tid = threadIdx.x;
+  const int row_group = meta[1], routes = meta[2];
+  const int* route = meta + 4;
   // Release: this CTA's partial rows are visible device-wide before any of
   // its counter increments.
   __threadfence();
@@ -407,33 +470,53 @@ __device__ __forceinline__ void store_and_combine(const MmaGemmArgs& a, const in
     if (m < 0) continue;
     for (int r = tid; r < T::kRows; r += kMmaThreads) {
       const int n = row_group * T::kRows + r;
-      float sum = 0.f;
-      // Routes in order j, each route's splits in order; 8 routes at a
-      // time so that their loads are in flight together. Routes to other
-      // ranks add an exact 0.
-      for (int j0 = 0; j0 < a.k; j0 += 8) {
-        float w[8], y[8];
-        bool local[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int j = j0 + u, rj = m * a.k + j;
-          local[u] = j < a.k && moe_local_expert(a.topk_ids[rj], a.ep_rank, a.E_local) >= 0;
-          w[u] = local[u] ? a.topk_weights[rj] : 0.f;
-          y[u] = 0.f;
-        }
-        for (int sp = 0; sp < splits; ++sp) {
-          float v[8];
-#pragma unroll
-          for (int u = 0; u < 8; ++u)
-            v[u] = local[u] ? __ldcg(a.partial + (size_t(m * a.k + j0 + u) * splits + sp) * a.H + n) : 0.f;
-#pragma unroll
-          for (int u = 0; u < 8; ++u) y[u] += v[u];
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) sum = fmaf(w[u], y[u], sum);
-      }
-      a.out[size_t(m) * a.H + n] = __float2bfloat16(sum);
+      a.out[size_t(m) * a.H + n] = __float2bfloat16(combine_token<float>(a, m, splits, n));
     }
+  }
+}
+
+// The deferred combine: GEMM 2's units only store their route rows, and once
+// every CTA of the grid has (one barrier: a fence and an arrival per CTA,
+// then a wait for the whole grid's), the grid sums every token's routes, a
+// thread taking 4 consecutive outputs of a token at a time: its 16-byte
+// loads of all the token's (route, split) rows are in flight together. The
+// sums are count_and_combine's, in the same order, so the two give the same
+// bits. The barrier needs every CTA resident, which the persistent grid is
+// (at most the CTAs that fit at once, the same bound stream_k_fixup relies
+// on). The arrival count only grows, so it needs no reset between calls: a
+// CTA waits for the next multiple of the grid above its own arrival.
+__device__ __forceinline__ void grid_barrier(unsigned long long* arrivals) {
+  consumers_sync();  // every thread's stores are issued before thread 0 releases them
+  if (threadIdx.x == 0) {
+    unsigned long long old;
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(arrivals) : "memory");
+    const unsigned long long target = old - old % gridDim.x + gridDim.x;
+    unsigned long long seen;
+    do {
+      asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(arrivals) : "memory");
+    } while (seen < target);
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: every CTA's rows before reading them
+  }
+  consumers_sync();
+}
+
+template <bool kSplit>
+__device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
+  grid_barrier(a.grid_arrivals);
+  const int splits = kSplit ? a.splits : 1;
+  const int quads = a.H / 4;
+  const long long items = (long long)a.M * quads;
+  for (long long i = (long long)blockIdx.x * kMmaThreads + threadIdx.x; i < items;
+       i += (long long)gridDim.x * kMmaThreads) {
+    const int m = int(i / quads), q = int(i - (long long)m * quads);
+    if (__ldcg(a.routes.token_routes + m) == 0) continue;  // GEMM 1 wrote its zeros
+    const float4 sum = combine_token<float4>(a, m, splits, 4 * q);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(a.out + size_t(m) * a.H + 4 * q) = packed;
   }
 }
 
@@ -573,7 +656,8 @@ __device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* met
                                             const CtaStages& cs, int c_unit, int stages, int row_groups,
                                             int splits, int* combine) {
   if constexpr (kDown) {
-    store_and_combine<NT, RT>(a, meta, acc, row_groups, splits, combine);
+    store_partials<NT, RT>(a, meta, acc, splits);
+    if (!a.deferred_combine) count_and_combine<NT, RT>(a, meta, row_groups, splits, combine);
   } else if (stages == cs.unit_groups) {
     store_h<NT, RT>(a, meta, acc);
   } else {
@@ -696,7 +780,11 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   }
   cp_async_wait<0>();
 
-  if constexpr (!kDown) zero_unrouted_tokens(a);
+  if constexpr (kDown) {
+    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
+  } else {
+    zero_unrouted_tokens(a);
+  }
 }
 
 }  // namespace submission::moe

@@ -190,7 +190,11 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     if ((threadIdx.x & 31) == 0) mbar_arrive(empty + c_slot);
     if (++c_slot == P::kStages) c_slot = 0, c_phase ^= 1;
   }
-  if constexpr (!kDown) zero_unrouted_tokens(a);
+  if constexpr (kDown) {
+    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
+  } else {
+    zero_unrouted_tokens(a);
+  }
 }
 
 }  // namespace submission::moe

@@ -89,13 +89,26 @@ double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int
   return us + act_bytes / kL2BytesPerUs;
 }
 
-int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas) {
+int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas, bool deferred) {
   const int groups = d.I / kGroup;
   const double units = expected_routing(d, block_tokens).blocks * d.H / tile_rows;
+  if (units >= resident_ctas) return 1;  // no CTA idles: a split would only move the last wave's edge
+  auto busiest = [&](int s) { return std::ceil(units * s / resident_ctas) * (groups / s + kUnitEndStages); };
   int best = 1;
   for (int s = 2; s <= groups / kMinGroupsPerSplit; ++s)
-    if (groups % s == 0 && units * s <= resident_ctas) best = s;
+    if (groups % s == 0 && (deferred ? busiest(s) < busiest(best) : units * s <= resident_ctas)) best = s;
+  if (!deferred) return best;
+  // The smallest split within kSplitTolerance of the best: the expected units
+  // are fractional and a real routing moves them by a few percent, so a
+  // smaller gap is wave quantisation the model cannot promise.
+  for (int s = 1; s < best; ++s)
+    if (groups % s == 0 && groups / s >= kMinGroupsPerSplit && busiest(s) <= (1 + kSplitTolerance) * busiest(best))
+      return s;
   return best;
+}
+
+bool moe_defer_combine(const MoeDims& d, double units, int row_groups, int resident_ctas) {
+  return units > resident_ctas || double(d.M) * row_groups > units;
 }
 
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
@@ -132,7 +145,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
   // stay as the simple fallback.
   if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
-      variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies" || variant == "mma_ws4") {
+      variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
+      variant == "mma_unit_combine" || variant == "mma_grid_combine") {
     p.tile_rows_up = pick(2 * d.I, d.H);
     p.tile_rows_down = pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
@@ -148,23 +162,32 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   p.ctas_down = ctas(p.tile_rows_down);
   // Split GEMM 2 where its units leave CTAs idle, except in the variants
   // kept as references without it and in the per-unit layout, whose packs
-  // span a unit's whole reduction.
+  // span a unit's whole reduction. The variants from the default may combine
+  // after all units (moe_defer_combine, below), which makes short split
+  // units cheap (moe_down_splits).
+  const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
+                            variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
+                            variant == "mma_unit_combine" || variant == "mma_grid_combine";
+  const bool may_defer = from_default && variant != "mma_unit_combine";
+  const int resident_down = sm_count * p.ctas_down;
   if (variant != "mma" && variant != "mma_occ" && variant != "mma_contig")
-    p.splits_down = moe_down_splits(d, p.block_tokens, p.tile_rows_down, sm_count * p.ctas_down);
+    p.splits_down = moe_down_splits(d, p.block_tokens, p.tile_rows_down, resident_down, may_defer);
   // Stream-K in GEMM 1 for the default and the variants defined as the
   // default with one change; those defined from mma keep whole units. Only
   // for units of at least kStreamKMinGroups stages: a cut unit's fix-up (its
   // parts written, counted and summed) is paid per unit, and with H = 2048
   // (16 stages) every qwen3 shape ran 1-6% slower than with whole units on
   // the H200, while H = 4096 and 7168 (32 and 56 stages) ran 3-12% faster.
-  const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
-                            variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4";
   p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";
   p.warp_specialized = from_default && variant != "mma_cta_copies";
   // The producer warp copies a stage's weights in one bulk copy: one run.
   p.unit_contiguous = variant == "mma_contig" || p.warp_specialized;
+  const int row_groups_down = d.H / p.tile_rows_down;
+  const double down_units = expected_routing(d, p.block_tokens).blocks * row_groups_down * p.splits_down;
+  p.deferred_combine = variant == "mma_grid_combine" ||
+                       (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
   return p;
 }
 

@@ -237,6 +237,7 @@ struct MoePlan {
   bool stream_k_up = false;  // mma: GEMM 1 deals equal ranges of stages to its CTAs (CtaStages)
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
   bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies; needs unit_contiguous)
+  bool deferred_combine = false;  // mma: GEMM 2 combines after all its units (combine_all_tokens), not per unit
 };
 
 // GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
@@ -250,9 +251,11 @@ void validate_moe_dims(const MoeDims& d);
 // feeds the model.
 //   default       tensor cores, tile rows from the model, GEMM 1 on a
 //                 stream-K schedule, GEMM 2's reduction split where its units
-//                 leave CTAs idle (moe_down_splits), GEMMs PDL-chained, on
-//                 the warp-specialised kernels (moe_mma_ws.cuh: a producer
-//                 warp copies, weights packed per unit)
+//                 leave CTAs idle (moe_down_splits) and its combine after all
+//                 its units (combine_all_tokens) where they take more than
+//                 one wave of CTAs, GEMMs PDL-chained, on the
+//                 warp-specialised kernels (moe_mma_ws.cuh: a producer warp
+//                 copies, weights packed per unit)
 //   mma_cta_copies  the default on moe_mma_kernel (every thread copies by
 //                 cp.async, a CTA barrier per stage): the default before
 //                 the producer warp
@@ -263,6 +266,10 @@ void validate_moe_dims(const MoeDims& d);
 //   mma_nopdl     the default with plain launches
 //   mma_ws4       the default with 4 CTAs per SM where ws_max_ctas_per_sm
 //                 allows it
+//   mma_unit_combine  the default with GEMM 2's combine always per unit
+//                 (count_and_combine)
+//   mma_grid_combine  the default with GEMM 2's combine always after all
+//                 units (combine_all_tokens)
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the
@@ -283,14 +290,35 @@ double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int
 // GEMM 2 splits its reduction (I) into parts, each a work unit of its own
 // whose fp32 rows the combine sums in a fixed order, when the expected units
 // (blocks x H/tile_rows, uniform routing) leave resident CTAs idle: mixtral at
-// M=1 has 2 blocks x 64 row groups = 128 units for 396 CTAs. The result is the
-// largest divisor s of I/128 whose units still run in one wave (units x s <=
-// resident CTAs), with at least kMinGroupsPerSplit groups per part. One wave,
-// because each persistent CTA streams its units one after another at a rate
-// of its own (ncu: the GEMMs are latency-bound, DRAM at 15-40%): a second,
-// partial wave of split units costs as long as the first (measured: mixtral
-// M=64 split in 2 for 512 units on 396 CTAs, GEMM 2 196 -> 246 us).
+// M=1 has 2 blocks x 64 row groups = 128 units for 396 CTAs, at M=64 8 x 32 =
+// 256. Not when they fill the grid: then a split only moves the edge of the
+// last wave, which the expected units cannot place (dsv3 M=8, ~800 units of
+// 16 stages, split in 2: 69.8 -> 71.1 us). Each part has at least
+// kMinGroupsPerSplit groups and the split s divides I/128. Which s depends on
+// what a unit's end costs:
+//  - with the combine per unit (deferred = false), the largest s whose units
+//    still run in one wave: each unit's end stops the MMA warps for the
+//    election's round trips, so a second, partial wave of split units cost as
+//    long as the first (measured: mixtral M=64 split in 2 for 512 units on 396
+//    CTAs, GEMM 2 196 -> 246 us);
+//  - with the combine after all units (deferred = true), a unit's end is only
+//    its stores, and the CTAs stream their units back to back: s minimises
+//    the stages on the busiest CTA, waves x (I/128/s + kUnitEndStages); any
+//    s within kSplitTolerance of that minimum counts as a tie, which goes to
+//    the smaller s (fewer partial rows for the combine to read).
 constexpr int kMinGroupsPerSplit = 4;
-int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas);
+constexpr int kUnitEndStages = 1;
+constexpr double kSplitTolerance = 0.05;
+int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas, bool deferred);
+
+// Whether GEMM 2 combines after all its units (combine_all_tokens) rather than
+// per unit, for `units` work units (splits included) on `resident_ctas`: where
+// a CTA would otherwise stop between units (more than one wave), or would
+// combine more than one token at its unit's end (more (token, row group)
+// pairs than units), each token one L2 round trip with the MMA warps stopped.
+// Not where each CTA has one unit and combines at most one token at its end
+// (qwen3 M=1: 128 units, 32 pairs): there the grid barrier only adds its
+// wait (measured 24.2 -> 24.7 us).
+bool moe_defer_combine(const MoeDims& d, double units, int row_groups, int resident_ctas);
 
 }  // namespace submission::moe

@@ -10,7 +10,8 @@
 // so each grid is resident and waiting when its predecessor finishes. The
 // default GEMMs are the warp-specialised kernels of moe_mma_ws.cuh.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
-// mma_ws4, mma_contig, mma_occ, mma_occ_splitk, mma_cta_copies, gemv.
+// mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
+// mma_occ_splitk, mma_cta_copies, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -161,6 +162,7 @@ class MoeW4A16 final : public Moe {
     }
     MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup, 1,
                    io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
+                   plan_.deferred_combine ? 1 : 0, grid_arrivals_.as<unsigned long long>(),
                    plan_.stream_k_up ? 1 : 0, sk_partial_.as<float4>(), sk_counters_.as<int>(),
                    io.out, io.topk_ids, io.topk_weights,
                    d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
@@ -202,6 +204,8 @@ class MoeW4A16 final : public Moe {
     partial_ = DeviceMemory(size_t(d_.M) * d_.k * plan_.splits_down * H * sizeof(float));
     counters_ = DeviceMemory(size_t(d_.M) * row_groups_down * sizeof(int));
     SUBMISSION_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
+    grid_arrivals_ = DeviceMemory(sizeof(unsigned long long));
+    SUBMISSION_CUDA(cudaMemset(grid_arrivals_.as<unsigned long long>(), 0, sizeof(unsigned long long)));
     for (const MmaKernel* k : {&up_, &down_})
       SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
@@ -241,7 +245,7 @@ class MoeW4A16 final : public Moe {
   DeviceMemory align_ws_, h_;
   int gemv_grid_ = 0;
   // tensor-core path
-  DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, sk_partial_, sk_counters_;
+  DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, grid_arrivals_, sk_partial_, sk_counters_;
   MmaKernel up_{}, down_{};
   int up_grid_ = 0, down_grid_ = 0;
 };
@@ -262,8 +266,9 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const st
 
 namespace detail {
 std::vector<std::string> moe_variants() {
-  return {"default",   "mma_cta_copies", "mma",     "mma_rows64",     "mma_rows128", "mma_nopdl",
-          "mma_ws4",   "mma_contig",     "mma_occ", "mma_occ_splitk", "gemv"};
+  return {"default",          "mma_cta_copies", "mma",     "mma_rows64",     "mma_rows128", "mma_nopdl",
+          "mma_ws4",          "mma_unit_combine", "mma_grid_combine", "mma_contig", "mma_occ", "mma_occ_splitk",
+          "gemv"};
 }
 }  // namespace detail
 

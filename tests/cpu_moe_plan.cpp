@@ -170,13 +170,37 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     CHECK(p.ctas_down == p.ctas_up);
   }
   // mixtral M=1: 2 blocks x 64 row groups = 128 GEMM 2 units for 396
-  // resident CTAs: I (112 groups) splits in 2, the largest divisor that keeps
-  // one wave; with 6 CTAs per SM (792) in 4 (7 would make 896). qwen3 M=256
-  // and mixtral M=64 (256 units of 128 rows) have no second split in one wave.
-  CHECK(plan_moe(mixtral1, "default", kSms).splits_down == 2);
+  // resident CTAs, I = 112 groups. With the combine per unit, I splits in 2,
+  // the largest divisor that keeps one wave; with 6 CTAs per SM (792) in 4
+  // (7 would make 896). With the combine after all units, the busiest CTA's
+  // stages decide: s = 8 gives 1024 units, 3 waves of 14 + 1 stages (45),
+  // against 57 at s = 2 and 51 at s = 7. mixtral M=64 (256 units of 128
+  // rows): s = 7 gives 5 waves x 17 = 85, s = 4 3 x 29 = 87, within 5%, so
+  // the smaller split; one wave keeps it unsplit per unit. qwen3 (6 groups)
+  // never splits.
+  CHECK(plan_moe(mixtral1, "default", kSms).splits_down == 8);
+  CHECK(plan_moe(mixtral1, "mma_unit_combine", kSms).splits_down == 2);
   CHECK(plan_moe(mixtral1, "mma_occ_splitk", kSms).splits_down == 4);
   CHECK(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "default", kSms).splits_down == 1);
-  CHECK(plan_moe(mixtral64, "default", kSms).splits_down == 1);
+  CHECK(plan_moe(mixtral64, "default", kSms).splits_down == 4);
+  CHECK(plan_moe(mixtral64, "mma_unit_combine", kSms).splits_down == 1);
+  // dsv3 M=8: ~800 units of 64 rows fill the grid, so no split.
+  CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).splits_down == 1);
+  // GEMM 2 combines after all its units where they take more than one wave
+  // (qwen3 M=256: ~2000 units; mixtral M=1 once split in 8) or a CTA would
+  // combine more than one token at its unit's end (mixtral M=16 unsplit:
+  // 256 units, 16 tokens x 32 row groups), not where neither holds (qwen3
+  // M=1: 128 units, 1 token x 32 row groups); the two variants force either
+  // way, the variants from mma never defer.
+  CHECK(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "default", kSms).deferred_combine);
+  CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).deferred_combine);
+  CHECK(plan_moe(mixtral1, "default", kSms).deferred_combine);
+  CHECK_FALSE(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).deferred_combine);
+  CHECK(moe_defer_combine(MoeDims{16, 4096, 14336, 8, 8, 2, 0}, 256, 32, 3 * kSms));
+  CHECK_FALSE(moe_defer_combine(MoeDims{1, 2048, 768, 128, 128, 8, 0}, 128, 32, 3 * kSms));
+  CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "mma_grid_combine", kSms).deferred_combine);
+  CHECK_FALSE(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "mma_unit_combine", kSms).deferred_combine);
+  CHECK_FALSE(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "mma", kSms).deferred_combine);
   // Six CTAs only where a pipeline of 3 stages fits a sixth of shared memory
   // and a thread's accumulators fit 85 registers.
   CHECK(mma_max_ctas_per_sm(8, 4) == 6);

@@ -282,6 +282,23 @@ TEST_CASE("moe M = 300: blocks of 64, several blocks per expert, one scale group
   check_all_variants(MoeDims{300, 256, 128, 8, 8, 2, 0}, kAnyExpert, 18);
 }
 
+TEST_CASE("moe GEMM 2's two combines give the same bits") {
+  // The deferred combine (after all units) and the election (per unit) sum
+  // each token's routes in the same order. With I = 768 (6 groups) neither
+  // splits GEMM 2, so their outputs must match bit for bit; under EP with a
+  // token that has no local route, blocks of 16.
+  const MoeDims d{45, 512, 768, 16, 8, 4, 1};
+  std::mt19937_64 rng(23);
+  const MoeWeightsHost w = random_weights(d, rng);
+  const MoeInputs in = random_inputs(d, rng, [&](int m, int, int e) { return m != 3 || !is_local(d, e); });
+  DeviceMoe dev(d, w, in);
+  auto deferred = submission::make_moe(d, dev.device_weights(), "mma_grid_combine");
+  auto election = submission::make_moe(d, dev.device_weights(), "mma_unit_combine");
+  const std::vector<uint16_t> a = dev.run(*deferred), b = dev.run(*election);
+  require_correct(a, reference(d, w, in), "deferred combine");
+  CHECK_MESSAGE(a == b, "the deferred combine and the election differ");
+}
+
 TEST_CASE("moe GEMM 2 split over I, under EP and with a token routed off-rank") {
   // One or two blocks of few rows: the splitting variants cut I (10 and 16
   // groups) into 2 and 4 parts whose rows the combine must add in order.
