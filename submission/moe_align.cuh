@@ -29,40 +29,62 @@ struct AlignedRoutes {
 
 constexpr int kAlignThreads = 512;
 constexpr int kAlignWarps = kAlignThreads / 32;
+// Routes whose local expert is kept in shared memory after the first read
+// (16 KB); a larger batch re-reads the rest from topk_ids.
+constexpr int kAlignCachedRoutes = 4096;
 
-// count, first_block, placed: E_local ints each; the ranking table [warps][E_local].
-inline size_t align_smem_bytes(int E_local) {
-  return size_t(E_local) * (3 + kAlignWarps) * sizeof(int);
+// count, first_block, placed: E_local ints each; the per-chunk tables
+// counts and offsets, [warps][E_local] each; the cached route experts.
+inline size_t align_smem_bytes(int E_local, int routes) {
+  return (size_t(E_local) * (3 + 2 * kAlignWarps) + (routes < kAlignCachedRoutes ? routes : kAlignCachedRoutes)) *
+         sizeof(int);
 }
 
+// Its cost is on every call's critical path (GEMM 1 waits for it), so each
+// phase is kept to a few hundred cycles: every slot is set to padding up
+// front with coalesced stores (per-expert padding loops were scattered
+// stores, ~3.8 k cycles at qwen3 M=256), each route's local expert is read
+// from global memory once, and a chunk's per-warp counts are turned into
+// offsets from registers, two barriers per chunk (clock64 trace, qwen3
+// M=256: 17.6 k cycles in all before).
 __global__ void __launch_bounds__(kAlignThreads)
     moe_align_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
-                     int block_tokens, AlignedRoutes out) {
+                     int block_tokens, int max_blocks, AlignedRoutes out) {
   // GEMM 1's CTAs may become resident while the routing is aligned; they wait
   // for this grid's results themselves.
   pdl_launch_dependents();
 
   extern __shared__ int align_smem[];
-  int* count = align_smem;                // routes per local expert
-  int* first_block = count + E_local;     // first block of each expert
-  int* placed = first_block + E_local;    // routes of each expert placed so far
-  int* warp_table = placed + E_local;     // [kAlignWarps][E_local]
+  int* count = align_smem;                          // routes per local expert
+  int* first_block = count + E_local;               // first block of each expert
+  int* placed = first_block + E_local;              // routes of each expert placed so far
+  int* warp_count = placed + E_local;               // [kAlignWarps][E_local], zero between chunks
+  int* warp_offset = warp_count + kAlignWarps * E_local;  // [kAlignWarps][E_local]
+  int* route_expert = warp_offset + kAlignWarps * E_local;  // local expert of route r < cached, -1: off-rank
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int routes = M * k;
+  const int routes = M * k, cached = routes < kAlignCachedRoutes ? routes : kAlignCachedRoutes;
+  auto expert_of = [&](int r) {
+    return r < cached ? route_expert[r] : moe_local_expert(topk_ids[r], ep_rank, E_local);
+  };
 
   for (int e = tid; e < E_local; e += kAlignThreads) count[e] = placed[e] = 0;
-  for (int i = tid; i < kAlignWarps * E_local; i += kAlignThreads) warp_table[i] = 0;
+  for (int i = tid; i < kAlignWarps * E_local; i += kAlignThreads) warp_count[i] = 0;
+  // Every slot starts as padding; the placement below overwrites the routes'
+  // slots (this CTA's stores, ordered by the barriers in between).
+  for (int i = tid; i < max_blocks * block_tokens; i += kAlignThreads) out.slot_route[i] = -1;
   __syncthreads();
   for (int r = tid; r < routes; r += kAlignThreads) {
     const int e = moe_local_expert(topk_ids[r], ep_rank, E_local);
+    if (r < cached) route_expert[r] = e;
     if (e >= 0) atomicAdd(&count[e], 1);  // integer counts: order does not matter
   }
+  __syncthreads();
   for (int m = tid; m < M; m += kAlignThreads) {
     int n = 0;
-    for (int j = 0; j < k; ++j) n += moe_local_expert(topk_ids[m * k + j], ep_rank, E_local) >= 0;
+#pragma unroll 8
+    for (int j = 0; j < k; ++j) n += expert_of(m * k + j) >= 0;
     out.token_routes[m] = n;
   }
-  __syncthreads();
 
   // First block of each expert: exclusive scan of its block count, E_local
   // values in chunks of the CTA size.
@@ -76,7 +98,7 @@ __global__ void __launch_bounds__(kAlignThreads)
     Scan(scan_storage).ExclusiveSum(n, before, chunk_total);
     if (e < E_local) first_block[e] = blocks + before;
     blocks += chunk_total;
-    __syncthreads();  // scan_storage is reused by the next chunk
+    __syncthreads();  // scan_storage is reused by the next chunk; first_block is read below
   }
   if (tid == 0) *out.num_blocks = blocks;
   for (int e = tid; e < E_local; e += kAlignThreads) {
@@ -85,36 +107,35 @@ __global__ void __launch_bounds__(kAlignThreads)
       out.block_expert[b0 + i] = e;
       out.block_routes[b0 + i] = min(block_tokens, n - i * block_tokens);
     }
-    const int end = (n + block_tokens - 1) / block_tokens * block_tokens;
-    for (int s = n; s < end; ++s) out.slot_route[b0 * block_tokens + s] = -1;
   }
 
   // Stable placement, one route per thread per chunk. A route's rank within
   // its expert = routes of that expert placed by earlier chunks + those of
   // earlier warps in this chunk + those of lower lanes in its warp. The warp
-  // part comes from __match_any_sync; the per-warp counts go through
-  // warp_table, which one thread per expert turns into running offsets.
+  // part comes from __match_any_sync; one thread per expert turns the
+  // per-warp counts into offsets (and zeroes the counts for the next chunk).
   for (int base = 0; base < routes; base += kAlignThreads) {
     const int r = base + tid;
-    const int e = r < routes ? moe_local_expert(topk_ids[r], ep_rank, E_local) : -1;
+    const int e = r < routes ? expert_of(r) : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, e);
     const int rank = __popc(peers & ((1u << lane) - 1u));
-    if (e >= 0 && rank == 0) warp_table[warp * E_local + e] = __popc(peers);
+    if (e >= 0 && rank == 0) warp_count[warp * E_local + e] = __popc(peers);
     __syncthreads();
     for (int x = tid; x < E_local; x += kAlignThreads) {
+      int c[kAlignWarps];
+#pragma unroll
+      for (int w = 0; w < kAlignWarps; ++w) c[w] = warp_count[w * E_local + x];
       int running = placed[x];
+#pragma unroll
       for (int w = 0; w < kAlignWarps; ++w) {
-        const int c = warp_table[w * E_local + x];
-        warp_table[w * E_local + x] = running;
-        running += c;
+        warp_count[w * E_local + x] = 0;
+        warp_offset[w * E_local + x] = running;
+        running += c[w];
       }
       placed[x] = running;
     }
     __syncthreads();
-    if (e >= 0) out.slot_route[first_block[e] * block_tokens + warp_table[warp * E_local + e] + rank] = r;
-    __syncthreads();
-    for (int i = tid; i < kAlignWarps * E_local; i += kAlignThreads) warp_table[i] = 0;
-    __syncthreads();
+    if (e >= 0) out.slot_route[first_block[e] * block_tokens + warp_offset[warp * E_local + e] + rank] = r;
   }
 }
 

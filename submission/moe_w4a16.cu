@@ -135,7 +135,7 @@ class MoeW4A16 final : public Moe {
     int* p = align_ws_.as<int>();
     routes_ = {p, p + 1, p + 1 + blocks, p + 1 + 2 * blocks, p + 1 + 2 * blocks + blocks * plan.block_tokens};
     h_ = DeviceMemory(routes * d.I * sizeof(bf16));
-    align_smem_ = int(align_smem_bytes(d.E_local));
+    align_smem_ = int(align_smem_bytes(d.E_local, d.M * d.k));
     SUBMISSION_CUDA(cudaFuncSetAttribute(moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, align_smem_));
 
     if (plan.kernel == MoeKernel::gemv)
@@ -147,7 +147,7 @@ class MoeW4A16 final : public Moe {
 
   void run(const MoeIO& io, cudaStream_t stream) override {
     moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
-        io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, routes_);
+        io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, plan_.max_blocks, routes_);
     SUBMISSION_CUDA(cudaGetLastError());
     if (plan_.kernel == MoeKernel::gemv) {
       const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,
