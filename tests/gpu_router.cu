@@ -269,6 +269,42 @@ TEST_CASE("router: exact ties go to the lower expert id") {
   }
 }
 
+TEST_CASE("router: the best logits crowded into a few lanes") {
+  // A run of equal, winning rows (all 2s; the others -1..1, inputs 1s and 2s, so every logit is
+  // an exact integer) fills whole lanes of the fused top-k warp, whose lanes hold P consecutive
+  // experts: 40 winners at P = 8, 64 at P = 16, 20 at P = 4. The top k must come from the lowest
+  // lanes in id order, each winning lane giving up several in a row.
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  struct Case {
+    RouterDims d;
+    int first, count;
+  };
+  for (const Case& c : {Case{{5, 256, 256, 8}, 0, 40}, Case{{3, 512, 512, 16}, 16, 64}, Case{{6, 256, 128, 8}, 0, 20}}) {
+    const RouterDims& d = c.d;
+    std::uniform_int_distribution<int> wdist(-1, 1), xdist(1, 2);
+    std::vector<uint16_t> wg(size_t(d.E) * d.H), x(size_t(d.T) * d.H);
+    for (auto& b : wg) b = ref::float_to_bf16(float(wdist(rng)));
+    for (auto& b : x) b = ref::float_to_bf16(float(xdist(rng)));
+    std::fill(wg.begin() + size_t(c.first) * d.H, wg.begin() + size_t(c.first + c.count) * d.H,
+              ref::float_to_bf16(2.0f));
+    const ref::RouterCpu want = ref::router_cpu(d.T, d.H, d.E, d.k, x.data(), wg.data());
+    for (int t = 0; t < d.T; ++t)  // the construction itself: the crowd's lowest ids win
+      for (int j = 0; j < d.k; ++j) REQUIRE(want.ids[size_t(t) * d.k + j] == c.first + j);
+    for (const std::string& v : router_variants()) {
+      INFO(v << " " << dims_str(d));
+      auto r = make_or_refuse(d, wg, v);
+      if (!r) continue;
+      const Outputs out = r->run(x, stream.s);
+      for (size_t i = 0; i < want.logits.size(); ++i) REQUIRE(double(out.logits[i]) == want.logits[i]);
+      REQUIRE(out.ids == want.ids);
+      for (size_t i = 0; i < want.weights.size(); ++i) REQUIRE(std::fabs(out.weights[i] - want.weights[i]) < 1e-6);
+    }
+  }
+}
+
 TEST_CASE("router: duplicate rows with random values get bit-identical logits") {
   // Every expert is computed the same way (same k order, same reduction order), so copies of a
   // row, in other tiles and other lanes, give the same bits, and the copies then rank by id.
