@@ -509,8 +509,9 @@ __device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
   const long long items = (long long)a.M * quads;
   for (long long i = (long long)blockIdx.x * kMmaThreads + threadIdx.x; i < items;
        i += (long long)gridDim.x * kMmaThreads) {
+    // A token with no local route sums to the zeros GEMM 1 already wrote: checking for it first
+    // would put one more L2 round trip before every item's loads.
     const int m = int(i / quads), q = int(i - (long long)m * quads);
-    if (__ldcg(a.routes.token_routes + m) == 0) continue;  // GEMM 1 wrote its zeros
     const float4 sum = combine_token<float4>(a, m, splits, 4 * q);
     const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
     uint2 packed;
