@@ -33,10 +33,10 @@ constexpr int kAlignWarps = kAlignThreads / 32;
 // (16 KB); a larger batch re-reads the rest from topk_ids.
 constexpr int kAlignCachedRoutes = 4096;
 
-// count, first_block, placed: E_local ints each; the per-chunk tables
-// counts and offsets, [warps][E_local] each; the cached route experts.
+// count, first_block, placed: E_local ints each; the ranking table
+// [warps][E_local]; the cached route experts.
 inline size_t align_smem_bytes(int E_local, int routes) {
-  return (size_t(E_local) * (3 + 2 * kAlignWarps) + (routes < kAlignCachedRoutes ? routes : kAlignCachedRoutes)) *
+  return (size_t(E_local) * (3 + kAlignWarps) + (routes < kAlignCachedRoutes ? routes : kAlignCachedRoutes)) *
          sizeof(int);
 }
 
@@ -46,7 +46,8 @@ inline size_t align_smem_bytes(int E_local, int routes) {
 // stores, ~3.8 k cycles at qwen3 M=256), each route's local expert is read
 // from global memory once, and a chunk's per-warp counts are turned into
 // offsets from registers, two barriers per chunk (clock64 trace, qwen3
-// M=256: 17.6 k cycles in all before).
+// M=256: 17.6 k cycles in all before). At the largest E_local the dims
+// allow (2048) the table and the cache take 172 KB of shared memory.
 __global__ void __launch_bounds__(kAlignThreads)
     moe_align_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
                      int block_tokens, int max_blocks, AlignedRoutes out) {
@@ -58,9 +59,8 @@ __global__ void __launch_bounds__(kAlignThreads)
   int* count = align_smem;                          // routes per local expert
   int* first_block = count + E_local;               // first block of each expert
   int* placed = first_block + E_local;              // routes of each expert placed so far
-  int* warp_count = placed + E_local;               // [kAlignWarps][E_local], zero between chunks
-  int* warp_offset = warp_count + kAlignWarps * E_local;  // [kAlignWarps][E_local]
-  int* route_expert = warp_offset + kAlignWarps * E_local;  // local expert of route r < cached, -1: off-rank
+  int* warp_table = placed + E_local;               // [kAlignWarps][E_local], zero between chunks
+  int* route_expert = warp_table + kAlignWarps * E_local;  // local expert of route r < cached, -1: off-rank
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int routes = M * k, cached = routes < kAlignCachedRoutes ? routes : kAlignCachedRoutes;
   auto expert_of = [&](int r) {
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kAlignThreads)
   };
 
   for (int e = tid; e < E_local; e += kAlignThreads) count[e] = placed[e] = 0;
-  for (int i = tid; i < kAlignWarps * E_local; i += kAlignThreads) warp_count[i] = 0;
+  for (int i = tid; i < kAlignWarps * E_local; i += kAlignThreads) warp_table[i] = 0;
   // Every slot starts as padding; the placement below overwrites the routes'
   // slots (this CTA's stores, ordered by the barriers in between).
   for (int i = tid; i < max_blocks * block_tokens; i += kAlignThreads) out.slot_route[i] = -1;
@@ -112,30 +112,33 @@ __global__ void __launch_bounds__(kAlignThreads)
   // Stable placement, one route per thread per chunk. A route's rank within
   // its expert = routes of that expert placed by earlier chunks + those of
   // earlier warps in this chunk + those of lower lanes in its warp. The warp
-  // part comes from __match_any_sync; one thread per expert turns the
-  // per-warp counts into offsets (and zeroes the counts for the next chunk).
+  // part comes from __match_any_sync. A warp's count of an expert goes to
+  // warp_table, where one thread per expert turns it into the warp's offset;
+  // the lane that wrote it zeroes it once its warp has placed its routes.
   for (int base = 0; base < routes; base += kAlignThreads) {
     const int r = base + tid;
     const int e = r < routes ? expert_of(r) : -1;
     const unsigned peers = __match_any_sync(0xffffffffu, e);
     const int rank = __popc(peers & ((1u << lane) - 1u));
-    if (e >= 0 && rank == 0) warp_count[warp * E_local + e] = __popc(peers);
+    int* entry = warp_table + warp * E_local + (e >= 0 ? e : 0);
+    if (e >= 0 && rank == 0) *entry = __popc(peers);
     __syncthreads();
     for (int x = tid; x < E_local; x += kAlignThreads) {
       int c[kAlignWarps];
 #pragma unroll
-      for (int w = 0; w < kAlignWarps; ++w) c[w] = warp_count[w * E_local + x];
+      for (int w = 0; w < kAlignWarps; ++w) c[w] = warp_table[w * E_local + x];
       int running = placed[x];
 #pragma unroll
       for (int w = 0; w < kAlignWarps; ++w) {
-        warp_count[w * E_local + x] = 0;
-        warp_offset[w * E_local + x] = running;
+        if (c[w]) warp_table[w * E_local + x] = running;  // the others stay zero
         running += c[w];
       }
       placed[x] = running;
     }
     __syncthreads();
-    if (e >= 0) out.slot_route[first_block[e] * block_tokens + warp_offset[warp * E_local + e] + rank] = r;
+    if (e >= 0) out.slot_route[first_block[e] * block_tokens + *entry + rank] = r;
+    __syncwarp();  // every lane of the warp has read its offset
+    if (e >= 0 && rank == 0) *entry = 0;
   }
 }
 

@@ -282,6 +282,12 @@ TEST_CASE("moe M = 300: blocks of 64, several blocks per expert, one scale group
   check_all_variants(MoeDims{300, 256, 128, 8, 8, 2, 0}, kAnyExpert, 18);
 }
 
+TEST_CASE("moe M = 1100, k = 4 under EP: more routes than the alignment keeps in shared memory") {
+  // 4400 routes: the alignment caches the local experts of the first 4096
+  // and re-reads the rest from topk_ids, in nine chunks of placement.
+  check_all_variants(MoeDims{1100, 256, 128, 16, 8, 4, 1}, kAnyExpert, 24);
+}
+
 TEST_CASE("moe GEMM 2's two combines give the same bits") {
   // The deferred combine (after all units) and the election (per unit) sum
   // each token's routes in the same order. With I = 768 (6 groups) neither
