@@ -501,6 +501,14 @@ __device__ __forceinline__ void grid_barrier(unsigned long long* arrivals) {
   consumers_sync();
 }
 
+// GEMM 2 lets a dependent grid become resident early only without the
+// grid barrier: a successor's CTAs beside GEMM 2 could hold the SM space that
+// GEMM 2's last CTAs need to reach the barrier. (No launch of this op
+// depends on GEMM 2; a caller's programmatic launch after run() may.)
+__device__ __forceinline__ void down_launch_dependents(const MmaGemmArgs& a) {
+  if (!a.deferred_combine) pdl_launch_dependents();
+}
+
 template <bool kSplit>
 __device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
   grid_barrier(a.grid_arrivals);
@@ -754,7 +762,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
 #pragma unroll 1
     for (int s = 0; s < P::kStages - 1; ++s) issue(kWeightsOnly);
     pdl_wait();
-    pdl_launch_dependents();
+    down_launch_dependents(a);
     issued = issued0, p_unit = p_unit0, p_group = p_group0, p_slot = p_slot0;
     cur = cur0, next = next0;
 #pragma unroll 1

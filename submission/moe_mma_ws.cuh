@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
         advance();
       }
       pdl_wait();
-      pdl_launch_dependents();
+      down_launch_dependents(a);
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
 
   // MMA warps. In GEMM 2 they read GEMM 1's output only through the
   // producer's copies, issued after its wait, so they need no wait of their own.
-  if constexpr (kDown) pdl_launch_dependents();
+  if constexpr (kDown) down_launch_dependents(a);
   float acc[RT][NT][4];
   zero_acc(acc);
   ConsumerPos pos{cs.start_group, 0, cs.start_group};
