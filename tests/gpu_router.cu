@@ -163,6 +163,22 @@ const std::vector<RouterDims> kOddShapes = {
     {16, 1024, 512, 16}, {7, 4104, 257, 16}, {2, 3000, 500, 9}, {17, 1000, 96, 4}, {40, 520, 600, 20},
     {4, 264, 40, 17}};
 
+// Inputs whose logits are exact integers in fp32: every variant must give the reference's logits
+// exactly, its ids and its weights.
+void check_exact_for_every_variant(const RouterDims& d, const std::vector<uint16_t>& x,
+                                   const std::vector<uint16_t>& wg, const ref::RouterCpu& want,
+                                   cudaStream_t stream) {
+  for (const std::string& v : router_variants()) {
+    INFO(v << " " << dims_str(d));
+    auto r = make_or_refuse(d, wg, v);
+    if (!r) continue;
+    const Outputs out = r->run(x, stream);
+    for (size_t i = 0; i < want.logits.size(); ++i) REQUIRE(double(out.logits[i]) == want.logits[i]);
+    REQUIRE(out.ids == want.ids);
+    for (size_t i = 0; i < want.weights.size(); ++i) REQUIRE(std::fabs(out.weights[i] - want.weights[i]) < 1e-6);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("router: variant names and invalid arguments") {
@@ -257,15 +273,7 @@ TEST_CASE("router: exact ties go to the lower expert id") {
       const std::vector<int32_t> head(want.ids.begin() + size_t(t) * d.k, want.ids.begin() + size_t(t) * d.k + 7);
       REQUIRE(head == std::vector<int32_t>{5, 12, 37, 50, 3, 20, 60});
     }
-    for (const std::string& v : router_variants()) {
-      INFO(v << " " << dims_str(d));
-      auto r = make_or_refuse(d, wg, v);
-      if (!r) continue;
-      const Outputs out = r->run(x, stream.s);
-      for (size_t i = 0; i < want.logits.size(); ++i) REQUIRE(double(out.logits[i]) == want.logits[i]);
-      REQUIRE(out.ids == want.ids);
-      for (size_t i = 0; i < want.weights.size(); ++i) REQUIRE(std::fabs(out.weights[i] - want.weights[i]) < 1e-6);
-    }
+    check_exact_for_every_variant(d, x, wg, want, stream.s);
   }
 }
 
@@ -293,15 +301,7 @@ TEST_CASE("router: the best logits crowded into a few lanes") {
     const ref::RouterCpu want = ref::router_cpu(d.T, d.H, d.E, d.k, x.data(), wg.data());
     for (int t = 0; t < d.T; ++t)  // the construction itself: the crowd's lowest ids win
       for (int j = 0; j < d.k; ++j) REQUIRE(want.ids[size_t(t) * d.k + j] == c.first + j);
-    for (const std::string& v : router_variants()) {
-      INFO(v << " " << dims_str(d));
-      auto r = make_or_refuse(d, wg, v);
-      if (!r) continue;
-      const Outputs out = r->run(x, stream.s);
-      for (size_t i = 0; i < want.logits.size(); ++i) REQUIRE(double(out.logits[i]) == want.logits[i]);
-      REQUIRE(out.ids == want.ids);
-      for (size_t i = 0; i < want.weights.size(); ++i) REQUIRE(std::fabs(out.weights[i] - want.weights[i]) < 1e-6);
-    }
+    check_exact_for_every_variant(d, x, wg, want, stream.s);
   }
 }
 
