@@ -3,7 +3,8 @@
 // them out sorted by expert and padded to blocks of block_tokens slots, so
 // that a GEMM work unit (block, rows) reads one expert's weights for all the
 // routes it holds. One CTA: a decode batch has a few thousand route ids at
-// most (larger batches take proportionally longer here, still correct).
+// most (larger batches take proportionally longer here, still correct); at
+// most 32 routes, one warp (moe_align_warp_kernel).
 //
 // The layout is deterministic: within an expert, routes keep their order
 // r = m*k + j (a stable counting sort), so every run places every route in the
@@ -48,7 +49,9 @@ inline size_t align_smem_bytes(int E_local, int routes) {
 // offsets from registers, two barriers per chunk (clock64 trace, qwen3
 // M=256: 17.6 k cycles in all before). At the largest E_local the dims
 // allow (2048) the table and the cache take 172 KB of shared memory.
-__global__ void __launch_bounds__(kAlignThreads)
+// Static, like the warp kernel below: the GPU tests include this header
+// beside the op's own file to compare the two kernels' layouts.
+static __global__ void __launch_bounds__(kAlignThreads)
     moe_align_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
                      int block_tokens, int max_blocks, AlignedRoutes out) {
   // GEMM 1's CTAs may become resident while the routing is aligned; they wait
@@ -140,6 +143,49 @@ __global__ void __launch_bounds__(kAlignThreads)
     __syncwarp();  // every lane of the warp has read its offset
     if (e >= 0 && rank == 0) *entry = 0;
   }
+}
+
+// Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
+// a few tokens (qwen3 and mixtral at M = 1).
+constexpr int kAlignWarpRoutes = 32;
+
+// moe_align_kernel's layout, bit for bit, for at most kAlignWarpRoutes
+// routes: lane r holds route r, and every step is a register shuffle. The CTA
+// kernel's fixed cost (its shared-memory set-up, the scan and eight CTA
+// barriers, ~7.7 k cycles at M = 1 under ncu) sits on every call's critical
+// path, because GEMM 1 reads no weight before the alignment has finished.
+static __global__ void __launch_bounds__(32)
+    moe_align_warp_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
+                          int block_tokens, int max_blocks, AlignedRoutes out) {
+  pdl_launch_dependents();  // as moe_align_kernel
+  const unsigned all = 0xffffffffu;
+  const int lane = threadIdx.x, routes = M * k;
+  const int e = lane < routes ? moe_local_expert(topk_ids[lane], ep_rank, E_local) : -1;
+  for (int i = lane; i < max_blocks * block_tokens; i += 32) out.slot_route[i] = -1;
+  // The routes of the same expert: this route's rank among them (routes keep
+  // their order r, as in the CTA kernel's stable placement) and their count.
+  const unsigned peers = __match_any_sync(all, e);
+  const int rank = __popc(peers & ((1u << lane) - 1u)), n = __popc(peers);
+  // The expert's first block: the blocks of every lower expert, each counted
+  // once, by the expert's first route.
+  const int own_blocks = e >= 0 && rank == 0 ? (n + block_tokens - 1) / block_tokens : 0;
+  int first = 0, blocks = 0;
+  for (int l = 0; l < routes; ++l) {
+    const int el = __shfl_sync(all, e, l), bl = __shfl_sync(all, own_blocks, l);
+    blocks += bl;
+    if (el < e) first += bl;
+  }
+  __syncwarp();  // the padding stores come before the routes' stores to the same slots
+  if (e >= 0) out.slot_route[first * block_tokens + rank] = lane;
+  for (int i = 0; i < own_blocks; ++i) {
+    out.block_expert[first + i] = e;
+    out.block_routes[first + i] = min(block_tokens, n - i * block_tokens);
+  }
+  if (lane == 0) *out.num_blocks = blocks;
+  // Token m's routes are lanes m*k .. m*k + k - 1 (m*k < 32).
+  const unsigned local = __ballot_sync(all, e >= 0);
+  const unsigned token_mask = k >= 32 ? all : (1u << k) - 1u;
+  for (int m = lane; m < M; m += 32) out.token_routes[m] = __popc((local >> (m * k)) & token_mask);
 }
 
 }  // namespace submission::moe

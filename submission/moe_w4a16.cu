@@ -1,9 +1,9 @@
 // moe_w4a16: fused MoE with int4 weights and bf16 activations under expert
 // parallelism (semantics: submission.h). Three launches per call, each with a
 // reason to exist:
-//   1. alignment (one CTA): routes to this rank's experts, grouped by expert
-//      into padded blocks. It must finish before any weight is read: which
-//      weights to read is the routing.
+//   1. alignment (one CTA, or one warp for up to 32 routes): routes to this
+//      rank's experts, grouped by expert into padded blocks. It must finish
+//      before any weight is read: which weights to read is the routing.
 //   2. GEMM 1 + SiLU-and-mul -> h. Every h row needs the full reduction over H.
 //   3. GEMM 2 + weighted combine -> out. Every output needs all of h.
 // The tensor-core variants chain 2 and 3 with programmatic dependent launch,
@@ -146,8 +146,12 @@ class MoeW4A16 final : public Moe {
   }
 
   void run(const MoeIO& io, cudaStream_t stream) override {
-    moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
-        io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, plan_.max_blocks, routes_);
+    if (d_.M * d_.k <= kAlignWarpRoutes)
+      moe_align_warp_kernel<<<1, 32, 0, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank,
+                                                  plan_.block_tokens, plan_.max_blocks, routes_);
+    else
+      moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
+          io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, plan_.max_blocks, routes_);
     SUBMISSION_CUDA(cudaGetLastError());
     if (plan_.kernel == MoeKernel::gemv) {
       const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,

@@ -19,6 +19,7 @@
 #include "reference/cpu_reference.h"
 #include "reference/int4.h"
 #include "scorer/check.h"
+#include "submission/moe_align.cuh"
 #include "submission/moe_plan.h"
 #include "submission/submission.h"
 #include "tests/gpu_test_util.h"
@@ -286,6 +287,61 @@ TEST_CASE("moe M = 1100, k = 4 under EP: more routes than the alignment keeps in
   // 4400 routes: the alignment caches the local experts of the first 4096
   // and re-reads the rest from topk_ids, in nine chunks of placement.
   check_all_variants(MoeDims{1100, 256, 128, 16, 8, 4, 1}, kAnyExpert, 24);
+}
+
+TEST_CASE("moe the one-warp alignment lays out routes exactly as the CTA alignment") {
+  // Both kernels on the same ids, each into its own poisoned workspace; every
+  // word the GEMMs may read must match: the block count, each block's expert
+  // and route count, every slot (routes and padding) and each token's count.
+  struct Case {
+    int M, k, E_global, E_local, ep_rank, block_tokens;
+  };
+  const Case cases[] = {{1, 8, 128, 128, 0, 8},  {1, 2, 8, 8, 0, 8},     {3, 8, 256, 32, 1, 8},
+                        {4, 8, 64, 16, 2, 16},  {32, 1, 8, 8, 0, 8},    {1, 32, 64, 64, 0, 8},
+                        {5, 5, 40, 7, 3, 32},   {2, 16, 4, 4, 0, 64},   {7, 3, 24, 24, 0, 8}};
+  std::mt19937_64 rng(29);
+  for (const Case& c : cases) {
+    CAPTURE(c.M);
+    CAPTURE(c.k);
+    CAPTURE(c.E_local);
+    CAPTURE(c.block_tokens);
+    const int routes = c.M * c.k;
+    REQUIRE(routes <= submission::moe::kAlignWarpRoutes);
+    const int max_blocks = submission::moe::moe_max_blocks(c.M, c.k, c.E_local, c.block_tokens);
+    const size_t ints = 1 + 2 * size_t(max_blocks) + size_t(max_blocks) * c.block_tokens + c.M;
+    for (int trial = 0; trial < 24; ++trial) {
+      // Trial 0 sends every route to one expert; the others draw any global id.
+      std::uniform_int_distribution<int> any(0, c.E_global - 1);
+      const int one = any(rng);
+      std::vector<int32_t> ids(routes);
+      for (auto& id : ids) id = trial == 0 ? one : any(rng);
+      DeviceBuffer<int32_t> d_ids(ids);
+      DeviceBuffer<int> ws_cta(ints), ws_warp(ints);
+      ws_cta.poison();
+      ws_warp.poison();
+      auto layout = [&](int* p) {
+        return submission::moe::AlignedRoutes{p, p + 1, p + 1 + max_blocks, p + 1 + 2 * max_blocks,
+                                              p + 1 + 2 * max_blocks + max_blocks * c.block_tokens};
+      };
+      const int smem = int(submission::moe::align_smem_bytes(c.E_local, routes));
+      submission::moe::moe_align_kernel<<<1, submission::moe::kAlignThreads, smem>>>(
+          d_ids.ptr, c.M, c.k, c.E_local, c.ep_rank, c.block_tokens, max_blocks, layout(ws_cta.ptr));
+      submission::moe::moe_align_warp_kernel<<<1, 32>>>(d_ids.ptr, c.M, c.k, c.E_local, c.ep_rank,
+                                                         c.block_tokens, max_blocks, layout(ws_warp.ptr));
+      gpu_test::sync_and_check("alignment kernels");
+      const std::vector<int> a = ws_cta.download(), b = ws_warp.download();
+      const int blocks = a[0];
+      REQUIRE(b[0] == blocks);
+      REQUIRE(blocks >= 0);
+      REQUIRE(blocks <= max_blocks);
+      for (int i = 0; i < blocks; ++i) {
+        REQUIRE(b[1 + i] == a[1 + i]);                            // expert
+        REQUIRE(b[1 + max_blocks + i] == a[1 + max_blocks + i]);  // routes
+      }
+      const size_t slots = 1 + 2 * size_t(max_blocks);
+      for (size_t i = slots; i < ints; ++i) REQUIRE(b[i] == a[i]);  // slots, then token counts
+    }
+  }
 }
 
 TEST_CASE("moe GEMM 2's two combines give the same bits") {
