@@ -136,6 +136,29 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
     // Ties go to 128 rows: half the activation reads and shared-memory traffic.
     return c128 <= 1.02 * c64 ? 128 : 64;
   };
+  // Stream-K in GEMM 1 for the default and the variants defined as the
+  // default with one change; those defined from mma keep whole units. Only
+  // for units of at least kStreamKMinGroups stages: a cut unit's fix-up (its
+  // parts written, counted and summed) is paid per unit, and with H = 2048
+  // (16 stages) every qwen3 shape ran 1-6% slower than with whole units on
+  // the H200, while H = 4096 and 7168 (32 and 56 stages) ran 3-12% faster.
+  const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
+                            variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
+                            variant == "mma_unit_combine" || variant == "mma_grid_combine";
+  const bool may_defer = from_default && variant != "mma_unit_combine";
+  p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
+  // The model prices the CTAs that too few units leave idle, and takes 64-row
+  // units to fill them. Two schedules fill them whatever the unit count:
+  // GEMM 1 on stream-K, and GEMM 2 combining after all its units where its
+  // 128-row units fill the grid or split to fill it (moe_down_splits). There
+  // 128 rows halve the activation reads and the unit ends: dsv3 M=8's GEMM 2
+  // (448 units of 128 rows) ran 69.5 -> 64.1 us, mixtral M=1 (both GEMMs)
+  // 78.8 -> 76.9 us, where the model had taken 64 rows.
+  auto down_fills_at_128 = [&]() {
+    const int resident = sm_count * ctas(128);
+    return expected_routing(d, p.block_tokens).blocks * d.H / 128 >= resident ||
+           moe_down_splits(d, p.block_tokens, 128, resident, true) > 1;
+  };
   // The default is always the tensor-core kernel; the block size makes it
   // GEMV-shaped where routes are sparse. With one 8-wide route tile (blocks of
   // 8) an MMA does the work of 8 GEMV dot products for the same dequantized
@@ -147,8 +170,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
       variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
       variant == "mma_unit_combine" || variant == "mma_grid_combine") {
-    p.tile_rows_up = pick(2 * d.I, d.H);
-    p.tile_rows_down = pick(d.H, d.I);
+    p.tile_rows_up = rows128_fits && p.stream_k_up ? 128 : pick(2 * d.I, d.H);
+    p.tile_rows_down = rows128_fits && may_defer && down_fills_at_128() ? 128 : pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
     p.tile_rows_up = p.tile_rows_down = 64;
   } else if (variant == "mma_rows128") {
@@ -165,20 +188,9 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // span a unit's whole reduction. The variants from the default may combine
   // after all units (moe_defer_combine, below), which makes short split
   // units cheap (moe_down_splits).
-  const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
-                            variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
-                            variant == "mma_unit_combine" || variant == "mma_grid_combine";
-  const bool may_defer = from_default && variant != "mma_unit_combine";
   const int resident_down = sm_count * p.ctas_down;
   if (variant != "mma" && variant != "mma_occ" && variant != "mma_contig")
     p.splits_down = moe_down_splits(d, p.block_tokens, p.tile_rows_down, resident_down, may_defer);
-  // Stream-K in GEMM 1 for the default and the variants defined as the
-  // default with one change; those defined from mma keep whole units. Only
-  // for units of at least kStreamKMinGroups stages: a cut unit's fix-up (its
-  // parts written, counted and summed) is paid per unit, and with H = 2048
-  // (16 stages) every qwen3 shape ran 1-6% slower than with whole units on
-  // the H200, while H = 4096 and 7168 (32 and 56 stages) ran 3-12% faster.
-  p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
   p.kernel = MoeKernel::mma;
   p.pdl = variant != "mma_nopdl";
   p.warp_specialized = from_default && variant != "mma_cta_copies";

@@ -249,7 +249,9 @@ void validate_moe_dims(const MoeDims& d);
 // The plan for a variant; throws std::invalid_argument for an unknown variant
 // or one that cannot run the shape (mma_rows128 with blocks of 64). sm_count
 // feeds the model.
-//   default       tensor cores, tile rows from the model, GEMM 1 on a
+//   default       tensor cores, 128-row units where the schedule fills the
+//                 CTAs anyway (GEMM 1 on stream-K, GEMM 2 split or with
+//                 units enough), elsewhere the model's, GEMM 1 on a
 //                 stream-K schedule, GEMM 2's reduction split where its units
 //                 leave CTAs idle (moe_down_splits) and its combine after all
 //                 its units (combine_all_tokens) where they take more than
@@ -278,7 +280,8 @@ void validate_moe_dims(const MoeDims& d);
 //   gemv          CUDA cores on the weights as given (moe_gemv.cuh)
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
 
-// The model behind the default tile rows: estimated µs of one GEMM (weight
+// The model behind the default tile rows where the schedule alone would
+// leave CTAs idle (see plan_moe): estimated µs of one GEMM (weight
 // rows per expert `rows`, reduction `K`) with CTA units of `tile_rows` rows.
 // Expected units (uniform routing) are dealt round-robin to the persistent
 // CTAs, so the GEMM runs in phases: all CTAs with a k-th unit stream it

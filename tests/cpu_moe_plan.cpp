@@ -123,12 +123,23 @@ TEST_CASE("moe max_blocks bounds the blocks of any routing") {
 TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   const MoeDims mixtral1{1, 4096, 14336, 8, 8, 2, 0}, mixtral64{64, 4096, 14336, 8, 8, 2, 0};
   // Two experts x 4096 rows of GEMM 2 make 64 units of 128 rows for 132 SMs:
-  // the model takes 64-row units there, and 128 rows where units are plenty.
-  CHECK(plan_moe(mixtral1, "default", kSms).tile_rows_down == 64);
+  // the model takes 64-row units there (mma_unit_combine, which does not
+  // split to fill the grid), and 128 rows where units are plenty.
+  CHECK(plan_moe(mixtral1, "mma_unit_combine", kSms).tile_rows_down == 64);
   CHECK(plan_moe(mixtral64, "default", kSms).tile_rows_up == 128);
-  // qwen3 M=1: 96 units of 128 rows would leave SMs idle; 64 rows double the
-  // CTAs streaming at once.
+  // The default takes 128 rows wherever its schedule fills the CTAs anyway:
+  // GEMM 1 on stream-K (H >= 4096), GEMM 2 split to fill the grid (mixtral
+  // M=1) or with enough 128-row units (dsv3 M=8: ~8 blocks x 56 = 448 for
+  // 396 CTAs), where the model alone took 64.
+  for (const MoeDims& d : {mixtral1, MoeDims{8, 7168, 2048, 256, 32, 8, 0}}) {
+    CAPTURE(d.M);
+    CHECK(plan_moe(d, "default", kSms).tile_rows_up == 128);
+    CHECK(plan_moe(d, "default", kSms).tile_rows_down == 128);
+  }
+  // qwen3 M=1: no stream-K (16 groups) and no split (6 groups), and 96 units
+  // of 128 rows would leave SMs idle: 64 rows double the CTAs streaming.
   CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).tile_rows_up == 64);
+  CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).tile_rows_down == 64);
   for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
                            MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64,
                            MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
@@ -169,25 +180,27 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     CHECK(p.ctas_up == (p.block_tokens == 8 ? 4 : 3));
     CHECK(p.ctas_down == p.ctas_up);
   }
-  // mixtral M=1: 2 blocks x 64 row groups = 128 GEMM 2 units for 396
-  // resident CTAs, I = 112 groups. With the combine per unit, I splits in 2,
-  // the largest divisor that keeps one wave; with 6 CTAs per SM (792) in 4
-  // (7 would make 896). With the combine after all units, the busiest CTA's
-  // stages decide: s = 8 gives 1024 units, 3 waves of 14 + 1 stages (45),
-  // against 57 at s = 2 and 51 at s = 7. mixtral M=64 (256 units of 128
-  // rows): s = 7 gives 5 waves x 17 = 85, s = 4 3 x 29 = 87, within 5%, so
-  // the smaller split; one wave keeps it unsplit per unit. qwen3 (6 groups)
-  // never splits.
-  CHECK(plan_moe(mixtral1, "default", kSms).splits_down == 8);
+  // mixtral M=1, 64-row units (the variants that keep the model's rows): 2
+  // blocks x 64 row groups = 128 GEMM 2 units for 396 resident CTAs, I = 112
+  // groups. With the combine per unit, I splits in 2, the largest divisor
+  // that keeps one wave; with 6 CTAs per SM (792) in 4 (7 would make 896).
+  // With the combine after all units the busiest CTA's stages decide; at the
+  // default's 128-row units (64 units): s = 16 gives 1024 units, 3 waves of
+  // 7 + 1 stages (24), against 25 at s = 28 and 27 at s = 14. mixtral M=64
+  // (256 units of 128 rows): s = 7 gives 5 waves x 17 = 85, s = 4 3 x 29 =
+  // 87, within 5%, so the smaller split; one wave keeps it unsplit per unit.
+  // qwen3 (6 groups) never splits.
+  CHECK(plan_moe(mixtral1, "default", kSms).splits_down == 16);
+  CHECK(moe_down_splits(mixtral1, 8, 64, 3 * kSms, true) == 8);
   CHECK(plan_moe(mixtral1, "mma_unit_combine", kSms).splits_down == 2);
   CHECK(plan_moe(mixtral1, "mma_occ_splitk", kSms).splits_down == 4);
   CHECK(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "default", kSms).splits_down == 1);
   CHECK(plan_moe(mixtral64, "default", kSms).splits_down == 4);
   CHECK(plan_moe(mixtral64, "mma_unit_combine", kSms).splits_down == 1);
-  // dsv3 M=8: ~800 units of 64 rows fill the grid, so no split.
+  // dsv3 M=8: ~450 units of 128 rows fill the grid, so no split.
   CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).splits_down == 1);
   // GEMM 2 combines after all its units where they take more than one wave
-  // (qwen3 M=256: ~2000 units; mixtral M=1 once split in 8) or a CTA would
+  // (qwen3 M=256: ~2000 units; mixtral M=1 once split in 16) or a CTA would
   // combine more than one token at its unit's end (mixtral M=16 unsplit:
   // 256 units, 16 tokens x 32 row groups), not where neither holds (qwen3
   // M=1: 128 units, 1 token x 32 row groups); the two variants force either
