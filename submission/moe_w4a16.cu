@@ -210,8 +210,17 @@ class MoeW4A16 final : public Moe {
     SUBMISSION_CUDA(cudaMemset(counters_.as<int>(), 0, size_t(d_.M) * row_groups_down * sizeof(int)));
     grid_arrivals_ = DeviceMemory(sizeof(unsigned long long));
     SUBMISSION_CUDA(cudaMemset(grid_arrivals_.as<unsigned long long>(), 0, sizeof(unsigned long long)));
-    for (const MmaKernel* k : {&up_, &down_})
+    // Both GEMMs on the SMs' largest shared-memory carve-out. Under PDL,
+    // GEMM 2's CTAs become resident beside GEMM 1's, and an SM keeps the
+    // carve-out it was given while any CTA stays on it; were GEMM 1's
+    // smaller, such an SM could hold fewer of GEMM 2's CTAs than the
+    // occupancy its persistent grid was sized by, and GEMM 2's grid barrier
+    // (deferred combine) would wait for CTAs that never become resident.
+    for (const MmaKernel* k : {&up_, &down_}) {
       SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+      SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           cudaSharedmemCarveoutMaxShared));
+    }
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
     up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem, sms, max_units_up);
     if (plan_.stream_k_up) {
