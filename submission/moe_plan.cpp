@@ -149,8 +149,9 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
   // The model prices the CTAs that too few units leave idle, and takes 64-row
   // units to fill them. Two schedules fill them whatever the unit count:
-  // GEMM 1 on stream-K, and GEMM 2 combining after all its units where its
-  // 128-row units fill the grid or split to fill it (moe_down_splits). There
+  // GEMM 1 on stream-K, and GEMM 2 in the variants that may combine after
+  // all its units, where its 128-row units fill the grid or split to fill it
+  // (moe_down_splits, deferred). There
   // 128 rows halve the activation reads and the unit ends: dsv3 M=8's GEMM 2
   // (448 units of 128 rows) ran 69.5 -> 64.1 us, mixtral M=1 (both GEMMs)
   // 78.8 -> 76.9 us, where the model had taken 64 rows.

@@ -123,8 +123,9 @@ TEST_CASE("moe max_blocks bounds the blocks of any routing") {
 TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   const MoeDims mixtral1{1, 4096, 14336, 8, 8, 2, 0}, mixtral64{64, 4096, 14336, 8, 8, 2, 0};
   // Two experts x 4096 rows of GEMM 2 make 64 units of 128 rows for 132 SMs:
-  // the model takes 64-row units there (mma_unit_combine, which does not
-  // split to fill the grid), and 128 rows where units are plenty.
+  // where GEMM 2 never combines after all its units (mma_unit_combine) the
+  // model decides and takes 64-row units there, and 128 rows where units are
+  // plenty.
   CHECK(plan_moe(mixtral1, "mma_unit_combine", kSms).tile_rows_down == 64);
   CHECK(plan_moe(mixtral64, "default", kSms).tile_rows_up == 128);
   // The default takes 128 rows wherever its schedule fills the CTAs anyway:
