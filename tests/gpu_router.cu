@@ -144,6 +144,19 @@ std::vector<uint16_t> random_wg(const RouterDims& d, std::mt19937_64& rng) {
   return gpu_test::random_bf16(size_t(d.E) * d.H, rng, 1.0 / std::sqrt(double(d.H)));
 }
 
+// Wg entries uniform in w_min..w_max and inputs in 1..2, all small integers, so that every logit
+// is an exact integer in fp32 whatever the order of the sums: the ties tests' inputs.
+struct IntegerInputs {
+  std::vector<uint16_t> wg, x;
+};
+IntegerInputs integer_inputs(const RouterDims& d, int w_min, int w_max, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> wdist(w_min, w_max), xdist(1, 2);
+  IntegerInputs in{std::vector<uint16_t>(size_t(d.E) * d.H), std::vector<uint16_t>(size_t(d.T) * d.H)};
+  for (auto& b : in.wg) b = ref::float_to_bf16(float(wdist(rng)));
+  for (auto& b : in.x) b = ref::float_to_bf16(float(xdist(rng)));
+  return in;
+}
+
 // Builds the router, or checks that a fused variant refuses a shape past its limits.
 std::unique_ptr<RouterUnderTest> make_or_refuse(const RouterDims& d, const std::vector<uint16_t>& wg,
                                                 const std::string& variant) {
@@ -258,10 +271,9 @@ TEST_CASE("router: exact ties go to the lower expert id") {
   Stream stream;
   for (const RouterDims& d : {RouterDims{4, 256, 64, 8}, RouterDims{12, 1000, 300, 12},
                               RouterDims{16, 7168, 256, 16}, RouterDims{20, 256, 64, 10}}) {
-    std::uniform_int_distribution<int> wdist(-2, 1), xdist(1, 2);
-    std::vector<uint16_t> wg(size_t(d.E) * d.H), x(size_t(d.T) * d.H);
-    for (auto& b : wg) b = ref::float_to_bf16(float(wdist(rng)));
-    for (auto& b : x) b = ref::float_to_bf16(float(xdist(rng)));
+    IntegerInputs in = integer_inputs(d, -2, 1, rng);
+    std::vector<uint16_t>& wg = in.wg;
+    const std::vector<uint16_t>& x = in.x;
     auto fill_row = [&](int e, float value) {
       std::fill(wg.begin() + size_t(e) * d.H, wg.begin() + size_t(e + 1) * d.H, ref::float_to_bf16(value));
     };
@@ -292,10 +304,9 @@ TEST_CASE("router: the best logits crowded into a few lanes") {
   };
   for (const Case& c : {Case{{5, 256, 256, 8}, 0, 40}, Case{{3, 512, 512, 16}, 16, 64}, Case{{6, 256, 128, 8}, 0, 20}}) {
     const RouterDims& d = c.d;
-    std::uniform_int_distribution<int> wdist(-1, 1), xdist(1, 2);
-    std::vector<uint16_t> wg(size_t(d.E) * d.H), x(size_t(d.T) * d.H);
-    for (auto& b : wg) b = ref::float_to_bf16(float(wdist(rng)));
-    for (auto& b : x) b = ref::float_to_bf16(float(xdist(rng)));
+    IntegerInputs in = integer_inputs(d, -1, 1, rng);
+    std::vector<uint16_t>& wg = in.wg;
+    const std::vector<uint16_t>& x = in.x;
     std::fill(wg.begin() + size_t(c.first) * d.H, wg.begin() + size_t(c.first + c.count) * d.H,
               ref::float_to_bf16(2.0f));
     const ref::RouterCpu want = ref::router_cpu(d.T, d.H, d.E, d.k, x.data(), wg.data());
