@@ -123,15 +123,14 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
       st.tile += kWr;
     }
   };
-  auto load = [&](const Step& st, uint4(&a)[kB], uint4(&b)[kB]) {
+  auto load = [&](const Step& st, uint4(&a)[kB][1], uint4(&b)[kB][1]) {
     const int c0 = k0 + (st.grp * p.warp_k + wk) * kB;
     const direct::PackedWeights w{p.w + size_t(t0 + st.tile) * p.chunks * 64};
-#pragma unroll
-    for (int u = 0; u < kB; ++u) w.load(c0 + u, c0 + u < k1, a[u], b[u]);
+    direct::load_weights<kB>(w, c0, k1, 1, a, b);
   };
   float acc[NG][4] = {};
   const uint4* const xthread = xs + g * row_units + q;
-  auto multiply = [&](const Step& st, const uint4(&a)[kB], const uint4(&b)[kB]) {
+  auto multiply = [&](const Step& st, const uint4(&a)[kB][1], const uint4(&b)[kB][1]) {
     mbar_wait(&xbar[st.grp], 0);  // its token rows have landed (free after the first tile)
     const uint4* xb = xthread + (st.grp * p.warp_k + wk) * kB * 4;
 #pragma unroll
@@ -139,8 +138,8 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
 #pragma unroll
       for (int j = 0; j < NG; ++j) {
         const uint4 x = xb[8 * j * row_units + u * 4];
-        mma_bf16(acc[j], a[u].x, b[u].x, a[u].y, b[u].y, x.x, x.y);
-        mma_bf16(acc[j], a[u].z, b[u].z, a[u].w, b[u].w, x.z, x.w);
+        mma_bf16(acc[j], a[u][0].x, b[u][0].x, a[u][0].y, b[u][0].y, x.x, x.y);
+        mma_bf16(acc[j], a[u][0].z, b[u][0].z, a[u][0].w, b[u][0].w, x.z, x.w);
       }
     }
     if (st.grp == groups - 1) {  // the tile's last batch: park its partial, start afresh
@@ -176,7 +175,7 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
     for (const int last = st.tile == wr ? st.grp : groups - 1; sent <= last; ++sent) copy_tokens(sent);
   };
 
-  uint4 a0[kB], b0[kB], a1[kB], b1[kB];
+  uint4 a0[kB][1], b0[kB][1], a1[kB][1], b1[kB][1];
   Step ld{wr, 0}, mu{wr, 0};  // tiles relative to t0
   if (tid < kCols) xrow[tid] = p.rows.row(m0 + tid);
   if (tid == 0) {

@@ -3,8 +3,11 @@
 // against a handful of tokens (the router, the small-M engine's direct kernel) the weights need
 // no staging: each 16-byte load of a weight row is already one thread's A fragment for two MMAs.
 //
-//   acc[n] += W[rows g, g+8 of the tile] . X[token 8n + g]   over the k chunks first, first +
-//             stride, ... below end (a chunk is 32 k), in that order.
+//   acc[r NT + n] += W[rows g, g+8 of tile r] . X[token 8n + g]   over the k chunks first,
+//                    first + stride, ... below end (a chunk is 32 k), in that order.
+//
+// A warp may own several 16-row tiles (Weights::kTiles): each token load then feeds the MMAs of
+// every tile, so the token bytes a warp reads per weight byte fall by that factor.
 //
 // Fragments (PTX ISA, mma.m16n8k16 .bf16), with g = lane/4 and q = lane%4:
 //   A regs {a0a1, a2a3, a4a5, a6a7} = A[g][2q..], A[g+8][2q..], A[g][2q+8..], A[g+8][2q+8..]
@@ -64,37 +67,49 @@ __device__ __forceinline__ uint4 load_shared_readonly(const __nv_bfloat16* p, bo
 
 #undef SUBMISSION_DIRECT_LOAD16
 
-// Where a lane's weight fragments come from, chunk by chunk (load(chunk, in, a, b): rows g and
-// g + 8 of the tile, k = 32 chunk + 8q .. +7, zeros where !in).
-//   RowMajor: W as it is, rows wa and wb (nullptr past the last row), K long. A warp's load
-//     touches 8 rows, 64 bytes of each.
-//   Packed: the tile's fragments in the order the warps read them, [chunk][row half][lane]
-//     16-byte pieces (pack_tiles), zero-padded: a warp's load is 512 contiguous bytes
-//     and a block's tile one contiguous run, the pattern of a plain streaming read.
+// Where a lane's weight fragments come from, chunk by chunk (load(chunk, in, a, b): for each of
+// the warp's kTiles tiles r, rows g and g + 8 of it into a[r] and b[r], k = 32 chunk + 8q .. +7,
+// zeros where !in).
+//   RowMajor: W as it is, rows wa and wb (nullptr past the last row), K long; one tile. A warp's
+//     load touches 8 rows, 64 bytes of each.
+//   PackedTiles: each tile's fragments in the order the warps read them, [chunk][row half][lane]
+//     16-byte pieces (pack_tiles), zero-padded: a warp's load is 512 contiguous bytes and a
+//     block's tile one contiguous run, the pattern of a plain streaming read. Tiles consecutive
+//     tiles from `tile` on, of which the first `count` exist (the rest read as zeros).
 struct RowMajorWeights {
+  static constexpr int kTiles = 1;
   const __nv_bfloat16* wa;
   const __nv_bfloat16* wb;
   int K;
-  __device__ __forceinline__ void load(int chunk, bool in, uint4& a, uint4& b) const {
+  __device__ __forceinline__ void load(int chunk, bool in, uint4 (&a)[1], uint4 (&b)[1]) const {
     const int k = chunk * kChunkK + (threadIdx.x % 4) * 8;
     in = in && k < K;
-    a = load_readonly(wa + k, in && wa != nullptr);
-    b = load_readonly(wb + k, in && wb != nullptr);
+    a[0] = load_readonly(wa + k, in && wa != nullptr);
+    b[0] = load_readonly(wb + k, in && wb != nullptr);
   }
 };
-struct PackedWeights {
-  const uint4* tile;  // the tile's first chunk
-  __device__ __forceinline__ void load(int chunk, bool in, uint4& a, uint4& b) const {
-    const uint4* c = tile + size_t(chunk) * 64 + threadIdx.x % 32;
-    a = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c), in);
-    b = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c + 32), in);
+template <int Tiles>
+struct PackedTiles {
+  static constexpr int kTiles = Tiles;
+  const uint4* tile;       // the first tile's first chunk
+  size_t tile_pieces = 0;  // 16-byte pieces from one tile to the next
+  int count = 1;
+  __device__ __forceinline__ void load(int chunk, bool in, uint4 (&a)[Tiles], uint4 (&b)[Tiles]) const {
+#pragma unroll
+    for (int r = 0; r < Tiles; ++r) {
+      const uint4* c = tile + r * tile_pieces + size_t(chunk) * 64 + threadIdx.x % 32;
+      a[r] = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c), in && r < count);
+      b[r] = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c + 32), in && r < count);
+    }
   }
 };
+using PackedWeights = PackedTiles<1>;
 
 // The weight loads of one batch: Batch chunks from c0 on, stride apart.
 template <int Batch, class Weights>
-__device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, int stride, uint4 (&a)[Batch],
-                                             uint4 (&b)[Batch]) {
+__device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, int stride,
+                                             uint4 (&a)[Batch][Weights::kTiles],
+                                             uint4 (&b)[Batch][Weights::kTiles]) {
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
     const int chunk = c0 + u * stride;
@@ -102,13 +117,11 @@ __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, 
   }
 }
 
-// The token loads of the same batch, then its MMAs.
+// The token loads of a batch.
 template <int NT, int Batch>
-__device__ __forceinline__ void multiply_batch(const __nv_bfloat16* const (&x)[NT], int K, int c0, int end,
-                                               int stride, const uint4 (&a)[Batch], const uint4 (&b)[Batch],
-                                               float (&acc)[NT][4]) {
+__device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[NT], int K, int c0, int end, int stride,
+                                            uint4 (&xv)[Batch][NT]) {
   const int q = threadIdx.x % 4;
-  uint4 xv[Batch][NT];
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
     const int chunk = c0 + u * stride;
@@ -117,39 +130,63 @@ __device__ __forceinline__ void multiply_batch(const __nv_bfloat16* const (&x)[N
 #pragma unroll
     for (int n = 0; n < NT; ++n) xv[u][n] = load_shared_readonly(x[n] + k, in_k && x[n] != nullptr);
   }
+}
+
+// A batch's MMAs: each token fragment serves every tile.
+template <int NT, int Batch, int Tiles>
+__device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const uint4 (&b)[Batch][Tiles],
+                                          const uint4 (&xv)[Batch][NT], float (&acc)[Tiles * NT][4]) {
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      mma_bf16(acc[n], a[u].x, b[u].x, a[u].y, b[u].y, xv[u][n].x, xv[u][n].y);
-      mma_bf16(acc[n], a[u].z, b[u].z, a[u].w, b[u].w, xv[u][n].z, xv[u][n].w);
+    for (int r = 0; r < Tiles; ++r) {
+      const uint4 wa = a[u][r], wb = b[u][r];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        mma_bf16(acc[r * NT + n], wa.x, wb.x, wa.y, wb.y, xv[u][n].x, xv[u][n].y);
+        mma_bf16(acc[r * NT + n], wa.z, wb.z, wa.w, wb.w, xv[u][n].z, xv[u][n].w);
+      }
     }
   }
 }
 
-// This lane's share of a warp's 16-row tile: weight rows g and g + 8 from w and token rows x[n]
-// (token 8n + g), K long, nullptr for a token past the end (it reads as zeros), K a multiple of
-// 8 (a thread's 8 k then lie all inside K or all past it).
+// This lane's share of a warp's 16-row tiles: weight rows g and g + 8 of each from w and token
+// rows x[n] (token 8n + g), K long, nullptr for a token past the end (it reads as zeros), K a
+// multiple of 8 (a thread's 8 k then lie all inside K or all past it).
 //
 // The weights are double-buffered: a batch's loads are issued before the previous batch's MMAs,
 // so a warp that loops over several batches keeps one batch of weight bytes in flight while it
 // multiplies, instead of draining to zero between batches. The token loads (L2 or L1 hits after
-// the first touch) follow the weights of the next batch. The caller's launch bounds must leave
-// ptxas the registers (two batches of weights, one of tokens) to keep the loads ahead of the
-// MMAs. A warp whose chunks fit one batch issues it and multiplies, nothing more.
+// the first touch) follow the weights of the next batch. With several tiles (one block per SM,
+// 255 registers) the tokens are double-buffered too, issued with their batch's weights, so that
+// an L2 hit queued behind the weight stream does not gate the batch's MMAs. The caller's launch
+// bounds must leave ptxas the registers to keep the loads ahead of the MMAs. A warp whose
+// chunks fit one batch issues it and multiplies, nothing more.
 template <int NT, int Batch, class Weights>
 __device__ __forceinline__ void warp_gemm(const Weights& w, const __nv_bfloat16* const (&x)[NT], int K, int first,
-                                          int end, int stride, float (&acc)[NT][4]) {
+                                          int end, int stride, float (&acc)[Weights::kTiles * NT][4]) {
+  constexpr int kTiles = Weights::kTiles;
+  constexpr bool kEarlyTokens = kTiles > 1;
   const int step = Batch * stride;
-  uint4 a0[Batch], b0[Batch], a1[Batch], b1[Batch];
+  uint4 a0[Batch][kTiles], b0[Batch][kTiles], a1[Batch][kTiles], b1[Batch][kTiles];
+  uint4 x0[Batch][NT], x1[Batch][NT];
   load_weights<Batch>(w, first, end, stride, a0, b0);
+  if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, first, end, stride, x0);
   for (int c0 = first; c0 < end; c0 += 2 * step) {
     const int c1 = c0 + step;
-    if (c1 < end) load_weights<Batch>(w, c1, end, stride, a1, b1);
-    multiply_batch<NT, Batch>(x, K, c0, end, stride, a0, b0, acc);
+    if (c1 < end) {
+      load_weights<Batch>(w, c1, end, stride, a1, b1);
+      if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+    }
+    if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c0, end, stride, x0);
+    mma_batch<NT, Batch>(a0, b0, x0, acc);
     if (c1 >= end) break;
-    if (c1 + step < end) load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
-    multiply_batch<NT, Batch>(x, K, c1, end, stride, a1, b1, acc);
+    if (c1 + step < end) {
+      load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
+      if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1 + step, end, stride, x0);
+    }
+    if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+    mma_batch<NT, Batch>(a1, b1, x1, acc);
   }
 }
 

@@ -9,7 +9,8 @@
 // 16-row tile of W per block over all of K, loaded straight into MMA fragments
 // (direct_mma.cuh) from a copy of W packed so that each tile is one contiguous
 // run; no shared-memory ring, no split-K. It is the pooler's default. `direct`
-// reads W as it is. The other kernels (wide, narrow: packed weights through a
+// reads W as it is; `direct_tiles` gives a block up to three tiles, so that each
+// token load feeds several tiles' MMAs. The other kernels (wide, narrow: packed weights through a
 // cp.async or bulk-copy ring, split-K where the model asks; `cluster`: one wave
 // of clusters that split K and add their partials through distributed shared
 // memory, cluster_gemm.cuh) are named variants kept for comparison; all lost to
@@ -375,26 +376,34 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
       }
 }
 
-// Direct: one 16-row weight tile per block over all of K, no shared-memory ring: the block's
+// Direct: RT 16-row weight tiles per block over all of K, no shared-memory ring: the block's
 // warps take every kDirectWarps-th 32-wide k chunk with direct::warp_gemm, whose loads go
 // straight into MMA fragments, two batches of chunks in flight per warp, and meet in shared
 // memory in warp order (deterministic). No split-K, so no partials, fence or election after the
-// last byte: a block's tail is one shared-memory sum and the epilogue. Grid (ceil(N/16),
-// ceil(M/(8 NG))); two blocks per SM keep 16 warps' batches in flight. kPacked: the weights
-// come from direct::pack_tiles' copy (one contiguous run per tile) instead of W itself.
+// last byte: a block's tail is one shared-memory sum and the epilogue. Grid (ceil(N/(16 RT)),
+// ceil(M/(8 NG))). RT = 1: two blocks per SM keep 16 warps' batches in flight. RT > 1: each token
+// load feeds RT tiles' MMAs (the token bytes an SM reads per weight byte fall RT-fold), one
+// block per SM for the registers of RT tiles in flight. kPacked: the weights come from
+// direct::pack_tiles' copy (one contiguous run per tile) instead of W itself (RT = 1 only).
 constexpr int kDirectWarps = 8;
-template <int NG>
-constexpr int direct_batch() { return NG <= 2 ? 4 : 2; }  // chunks per warp step, within 128 registers
+constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 KB of static shared memory
 
-template <int NG, bool kPacked, class Rows, class Epi>
-__global__ void __launch_bounds__(kDirectWarps * 32, 2)
+// Chunks per warp step: two batches of weights (16 registers per chunk and tile), one of tokens
+// and the accumulators within ptxas' 128 registers per thread at RT = 1 (two blocks per SM) and
+// 255 at RT > 1 (one).
+template <int NG, int RT>
+constexpr int direct_batch() { return RT == 1 ? (NG <= 2 ? 4 : 2) : RT == 2 && NG <= 2 ? 4 : 2; }
+
+template <int NG, int RT, bool kPacked, class Rows, class Epi>
+__global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
     direct_gemm_kernel(const bf16* __restrict__ W, const uint4* __restrict__ packed, const Rows rows,
                        const Epi epi, int M, int N, int K) {
-  constexpr int kCols = 8 * NG, kTile = 16 * kCols;
-  constexpr int kOuts = (kTile + kDirectWarps * 32 - 1) / (kDirectWarps * 32);  // outputs per thread
-  __shared__ float tiles[kDirectWarps * kTile];
+  static_assert(RT >= 1 && RT <= kDirectMaxTiles && (kPacked || RT == 1), "direct: RT tiles of packed W");
+  constexpr int kCols = 8 * NG, kTile = 16 * kCols, kBlockTile = RT * kTile;
+  constexpr int kOuts = (kBlockTile + kDirectWarps * 32 - 1) / (kDirectWarps * 32);  // outputs per thread
+  __shared__ float tiles[kDirectWarps * kBlockTile];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
-  const int n0 = blockIdx.x * 16, m0 = blockIdx.y * kCols;
+  const int n0 = blockIdx.x * 16 * RT, m0 = blockIdx.y * kCols;
 
   // The bias of this thread's outputs, fetched now rather than after the last weight byte.
   float bias[kOuts] = {};
@@ -409,28 +418,34 @@ __global__ void __launch_bounds__(kDirectWarps * 32, 2)
 #pragma unroll
   for (int j = 0; j < NG; ++j) x[j] = rows.row(m0 + 8 * j + g);
   const int chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
-  float acc[NG][4] = {};
+  float acc[RT * NG][4] = {};
   if constexpr (kPacked) {
-    const direct::PackedWeights w{packed + size_t(blockIdx.x) * chunks * 64};
-    direct::warp_gemm<NG, direct_batch<NG>()>(w, x, K, warp, chunks, kDirectWarps, acc);
+    const size_t tile_pieces = size_t(chunks) * 64;
+    const direct::PackedTiles<RT> w{packed + blockIdx.x * RT * tile_pieces, tile_pieces,
+                                    min(RT, (N + 15) / 16 - int(blockIdx.x) * RT)};
+    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, x, K, warp, chunks, kDirectWarps, acc);
   } else {
     const int ra = n0 + g, rb = n0 + g + 8;
     const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
-    direct::warp_gemm<NG, direct_batch<NG>()>(w, x, K, warp, chunks, kDirectWarps, acc);
+    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, x, K, warp, chunks, kDirectWarps, acc);
   }
+  // Row r 16 + g (+ 8) of the block's tiles, token column acc_token: the layout the sum reads.
 #pragma unroll
-  for (int j = 0; j < NG; ++j)
+  for (int r = 0; r < RT; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) tiles[warp * kTile + (g + 8 * (i >> 1)) * kCols + acc_token(j, t, i)] = acc[j][i];
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        tiles[warp * kBlockTile + (16 * r + g + 8 * (i >> 1)) * kCols + acc_token(j, t, i)] = acc[r * NG + j][i];
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < kOuts; ++i) {
     const int o = tid + i * kDirectWarps * 32;
     const int n = n0 + o / kCols, m = m0 + o % kCols;
-    if (o < kTile && n < N && m < M) {
+    if (o < kBlockTile && n < N && m < M) {
       float s = tiles[o];
 #pragma unroll
-      for (int w = 1; w < kDirectWarps; ++w) s += tiles[w * kTile + o];
+      for (int w = 1; w < kDirectWarps; ++w) s += tiles[w * kBlockTile + o];
       epi.store(m, n, s + bias[i]);
     }
   }
@@ -578,24 +593,26 @@ inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, 
 }
 
 // ------------------------------------------------------------------ host engine
-enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, cluster, simt };
+enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, direct_tiles, cluster, simt };
 
 // Variant names shared by dense and pooler, "default" first.
 inline std::vector<std::string> variant_names() {
   return {"default",    "splitk_mma",        "splitk_bulk_mma",    "narrow_mma",
-          "direct_mma", "direct_packed_mma", "cluster_splitk_mma", "simt"};
+          "direct_mma", "direct_packed_mma", "direct_tiles_mma", "cluster_splitk_mma", "simt"};
 }
 
 inline Kernel kernel_for_variant(const std::string& op, const std::string& variant) {
-  // Measured on the H200 (docs/perf-log.md, round 7): the pooler at 71-96% of its floor, against
-  // 59-67% with the wide and narrow kernels the model chose between before, and 1.1-1.2x ahead
-  // of direct_mma reading W as it is.
-  if (variant == "default") return Kernel::direct_packed;
+  // Measured on the H200 (docs/perf-log.md, rounds 7 and 33): the pooler at 77-96% of its
+  // floor, against 59-67% with the wide and narrow kernels the model chose between before, and
+  // 1.1-1.2x ahead of direct_mma reading W as it is; direct_tiles is direct_packed where the
+  // model keeps one tile per block (H = 1024) and 2.5% faster at B = 16, H = 4096.
+  if (variant == "default") return Kernel::direct_tiles;
   if (variant == "splitk_mma") return Kernel::wide;    // 128-row tiles, split-K chosen by the model
   if (variant == "splitk_bulk_mma") return Kernel::wide_bulk;  // the same, weights by cp.async.bulk
   if (variant == "narrow_mma") return Kernel::narrow;  // 16-row tiles, k split across warps
   if (variant == "direct_mma") return Kernel::direct;  // 16-row tiles, W straight into fragments
   if (variant == "direct_packed_mma") return Kernel::direct_packed;  // the same from a packed copy of W
+  if (variant == "direct_tiles_mma") return Kernel::direct_tiles;  // the same, up to 3 tiles per block
   if (variant == "cluster_splitk_mma") return Kernel::cluster;  // one wave, split-K reduced in clusters
   if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
   throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");
@@ -605,6 +622,7 @@ struct Plan {
   Kernel kernel = Kernel::simt;
   int splits = 1;
   int ng = 4;             // token groups of 8 per block (tokens per chunk = 8 ng)
+  int rt = 1;             // direct kernels: 16-row weight tiles per block
   int n_tiles = 0;
   int k_stages = 0;
   int m_chunks = 0;
@@ -614,24 +632,42 @@ struct Plan {
 template <class Rows, class Epi>
 using MmaKernel = void (*)(Params<Rows, Epi>);
 
-// Token groups of 8 per direct block. A block streams its 16-row weight tile and its token rows
-// over all of K, and an SM's blocks share its ingest, so the model takes the ng whose busiest SM
-// receives the fewest bytes (ties: the larger ng, fewer blocks). Fewer groups per block mean more
-// blocks where the tiles alone leave SMs idle (the pooler at H = 1024, B = 16: 64 tiles, 64 KB per
-// SM at ng = 2, 48 KB on twice the SMs at ng = 1); the tile is then read by each of its blocks,
-// from L2 after the first.
-inline int direct_token_groups(int M, int N, int K, int sms) {
+// The direct kernel's block shape: token groups of 8 (ng) and 16-row tiles (rt) per block. A
+// block streams its rt weight tiles and its token rows over all of K, and an SM's blocks share
+// its ingest, so the model takes the shape whose busiest SM receives the fewest bytes (ties: the
+// larger ng, then the smaller rt). Fewer groups per block mean more blocks where the tiles alone
+// leave SMs idle (the pooler at H = 1024, B = 16: 64 tiles, 64 KB per SM at ng = 2, 48 KB on
+// twice the SMs at ng = 1); the tile is then read by each of its blocks, from L2 after the
+// first. More tiles per block mean fewer token bytes per weight byte where the tiles outnumber
+// the SMs (the pooler at H = 4096, B = 16: 256 tiles, 64 rows of K per SM at rt = 1, 48 at
+// rt = 2). max_rt = 1 keeps one tile per block.
+struct DirectShape {
+  int ng, rt;
+};
+inline DirectShape direct_shape(int M, int N, int K, int sms, int max_rt) {
   const long long tiles = (N + 15) / 16;
   const int max_ng = std::min(4, (M + 7) / 8);
-  int best = max_ng;
+  DirectShape best{max_ng, 1};
   double best_bytes = 1e300;
-  for (int ng = max_ng; ng >= 1; --ng) {
-    const long long blocks = tiles * ((M + 8 * ng - 1) / (8 * ng));
-    const double rows = 16 + std::min(8 * ng, M);
-    const double bytes = double((blocks + sms - 1) / sms) * rows * K * 2;
-    if (bytes < best_bytes) best = ng, best_bytes = bytes;
-  }
+  for (int ng = max_ng; ng >= 1; --ng)
+    for (int rt = 1; rt <= max_rt; ++rt) {
+      const long long blocks = (tiles + rt - 1) / rt * ((M + 8 * ng - 1) / (8 * ng));
+      const double rows = 16.0 * std::min<long long>(rt, tiles) + std::min(8 * ng, M);
+      const double bytes = double((blocks + sms - 1) / sms) * rows * K * 2;
+      if (bytes < best_bytes) best = {ng, rt}, best_bytes = bytes;
+    }
   return best;
+}
+
+// Where the direct_tiles kernel is dense's default (dense.cu): its blocks fit one wave, one per
+// SM, with at most two tiles each. Measured at M = 32 (docs/perf-log.md, round 33): 1.03-1.04x
+// of cuBLASLt there (N = 4096 at K = 4096 and 14336, 128 blocks of two tiles); 0.98x with three
+// tiles per block (N = 6144) and 0.86x over several waves (N = 28672).
+inline bool direct_tiles_one_wave(int M, int N, int K, int sms) {
+  if (M < 1 || N < 1 || K < 8) return false;
+  const DirectShape s = direct_shape(M, N, K, sms, kDirectMaxTiles);
+  const long long blocks = ((N + 15) / 16 + s.rt - 1) / s.rt * ((M + 8 * s.ng - 1) / (8 * s.ng));
+  return s.rt <= 2 && blocks <= sms;
 }
 
 template <class C, bool Bulk, class Rows, class Epi>
@@ -655,13 +691,19 @@ class Engine {
                                   std::to_string(M) + " N=" + std::to_string(N) +
                                   " K=" + std::to_string(K) + ")");
     const int sms = device_sm_count();
-    const bool direct = forced == Kernel::direct || forced == Kernel::direct_packed;
-    plan_.ng = direct ? direct_token_groups(M, N, K, sms) : std::min(4, (M + 7) / 8);
+    const bool direct = forced == Kernel::direct || forced == Kernel::direct_packed || forced == Kernel::direct_tiles;
+    if (direct) {
+      const DirectShape shape = direct_shape(M, N, K, sms, forced == Kernel::direct_tiles ? kDirectMaxTiles : 1);
+      plan_.ng = shape.ng;
+      plan_.rt = shape.rt;
+    } else {
+      plan_.ng = std::min(4, (M + 7) / 8);
+    }
     plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
     if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
     if (forced == Kernel::simt || direct) {
       plan_.kernel = forced;
-      if (forced == Kernel::direct_packed) pack_direct();  // simt and direct read W as it is
+      if (forced != Kernel::simt && forced != Kernel::direct) pack_direct();  // they read W as it is
       return;
     }
     int dev = 0, smem_optin = 0;
@@ -693,7 +735,7 @@ class Engine {
       simt_gemm_kernel<Rows, Epi><<<(N_ + 7) / 8, 256, 0, stream>>>(W_, rows, epi, M_, N_, K_);
     } else if (plan_.kernel == Kernel::direct) {
       launch_direct<false>(rows, epi, stream);
-    } else if (plan_.kernel == Kernel::direct_packed) {
+    } else if (plan_.kernel == Kernel::direct_packed || plan_.kernel == Kernel::direct_tiles) {
       launch_direct<true>(rows, epi, stream);
     } else if (plan_.kernel == Kernel::cluster) {
       launch_cluster(cluster_, packed_.as<uint4>(), rows, epi, M_, N_, K_, plan_.ng, stream);
@@ -745,12 +787,26 @@ class Engine {
 
   template <bool kPacked>
   void launch_direct(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
-    const dim3 grid((N_ + 15) / 16, plan_.m_chunks);
-    const auto kernel = plan_.ng == 1   ? direct_gemm_kernel<1, kPacked, Rows, Epi>
-                        : plan_.ng == 2 ? direct_gemm_kernel<2, kPacked, Rows, Epi>
-                        : plan_.ng == 3 ? direct_gemm_kernel<3, kPacked, Rows, Epi>
-                                        : direct_gemm_kernel<4, kPacked, Rows, Epi>;
-    kernel<<<grid, kDirectWarps * 32, 0, stream>>>(W_, packed_.as<uint4>(), rows, epi, M_, N_, K_);
+    const dim3 grid((N_ + 16 * plan_.rt - 1) / (16 * plan_.rt), plan_.m_chunks);
+    direct_kernel<kPacked>(plan_.ng, plan_.rt)<<<grid, kDirectWarps * 32, 0, stream>>>(W_, packed_.as<uint4>(),
+                                                                                    rows, epi, M_, N_, K_);
+  }
+
+  using DirectKernel = void (*)(const bf16*, const uint4*, Rows, Epi, int, int, int);
+  template <bool kPacked, int RT>
+  static DirectKernel direct_kernel_rt(int ng) {
+    return ng == 1   ? direct_gemm_kernel<1, RT, kPacked, Rows, Epi>
+           : ng == 2 ? direct_gemm_kernel<2, RT, kPacked, Rows, Epi>
+           : ng == 3 ? direct_gemm_kernel<3, RT, kPacked, Rows, Epi>
+                     : direct_gemm_kernel<4, RT, kPacked, Rows, Epi>;
+  }
+  template <bool kPacked>
+  static DirectKernel direct_kernel(int ng, int rt) {
+    if constexpr (!kPacked) return direct_kernel_rt<false, 1>(ng);
+    else
+      return rt == 1 ? direct_kernel_rt<true, 1>(ng)
+             : rt == 2 ? direct_kernel_rt<true, 2>(ng)
+                       : direct_kernel_rt<true, 3>(ng);
   }
 
   void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_); }

@@ -14,10 +14,12 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/cpu_reference.h"
 #include "scorer/check.h"
+#include "submission/small_m_gemm.cuh"
 #include "submission/submission.h"
 #include "submission/variants.h"
 #include "tests/gpu_test_util.h"
@@ -194,11 +196,40 @@ TEST_CASE("dense: odd shapes, every variant") {
   // "cublaslt" runs every shape too. cluster_splitk_mma: warps without a tile
   // (N = 3), token rows past M in a chunk (M = 17, 40), and at K = 65536 no
   // slice of the token rows fits in shared memory, so it falls back to
-  // direct_packed_mma.
+  // direct_packed_mma. direct_tiles_mma with a last block of fewer tiles and
+  // a row tail: two tiles per block (5x4001x1024), three (32x6001x520,
+  // 20x6001x520 with three token groups).
   const int shapes[][3] = {{1, 77, 200},  {3, 77, 200},   {17, 1000, 1032}, {32, 1000, 1032},
                            {5, 3, 8},     {32, 129, 8},   {40, 300, 520},   {24, 2048, 4096},
-                           {7, 4096, 1024}, {9, 50, 16384}, {32, 20, 65536}};
+                           {7, 4096, 1024}, {9, 50, 16384}, {32, 20, 65536}, {5, 4001, 1024},
+                           {32, 6001, 520}, {20, 6001, 520}};
   for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
+}
+
+TEST_CASE("dense and pooler: the direct kernels' block shapes") {
+  using submission::small_m::direct_shape;
+  using submission::small_m::direct_tiles_one_wave;
+  const int sms = 132;  // an H200
+  auto shape = [&](int M, int N, int K, int max_rt) {
+    const submission::small_m::DirectShape s = direct_shape(M, N, K, sms, max_rt);
+    return std::make_pair(s.ng, s.rt);
+  };
+  // Too few tiles for the SMs: the sequences split over more blocks, one tile each.
+  CHECK(shape(8, 1024, 1024, 3) == std::make_pair(1, 1));
+  CHECK(shape(16, 1024, 1024, 3) == std::make_pair(1, 1));
+  CHECK(shape(16, 1024, 1024, 1) == std::make_pair(1, 1));
+  // More tiles than SMs: two tiles share each token load, one block per SM.
+  CHECK(shape(8, 4096, 4096, 3) == std::make_pair(1, 2));
+  CHECK(shape(16, 4096, 4096, 3) == std::make_pair(2, 2));
+  CHECK(shape(16, 4096, 4096, 1) == std::make_pair(2, 1));
+  CHECK(shape(32, 4096, 14336, 3) == std::make_pair(4, 2));
+  CHECK(shape(32, 6144, 4096, 3) == std::make_pair(4, 3));
+  // dense's default: the tiles kernel only in one wave of at most two tiles per block.
+  CHECK(direct_tiles_one_wave(32, 4096, 4096, sms));
+  CHECK(direct_tiles_one_wave(32, 4096, 14336, sms));
+  CHECK_FALSE(direct_tiles_one_wave(32, 6144, 4096, sms));   // three tiles per block
+  CHECK_FALSE(direct_tiles_one_wave(32, 28672, 4096, sms));  // several waves
+  CHECK_FALSE(direct_tiles_one_wave(0, 4096, 4096, sms));    // invalid: cuBLASLt reports it
 }
 
 TEST_CASE("dense: public shapes, every variant") {
