@@ -28,6 +28,12 @@ struct AlignedRoutes {
   int* token_routes;  // [M] local routes of each token (0: its output row is zeros)
 };
 
+// The layout over aligned_routes_ints(M, block_tokens, max_blocks) ints from p: in device
+// workspace for the alignment launches, or in a GEMM CTA's shared memory (cta_align).
+__host__ __device__ inline AlignedRoutes aligned_routes_at(int* p, int block_tokens, int max_blocks) {
+  return {p, p + 1, p + 1 + max_blocks, p + 1 + 2 * max_blocks, p + 1 + 2 * max_blocks + max_blocks * block_tokens};
+}
+
 constexpr int kAlignThreads = 512;
 constexpr int kAlignWarps = kAlignThreads / 32;
 // Routes whose local expert is kept in shared memory after the first read
@@ -145,21 +151,18 @@ static __global__ void __launch_bounds__(kAlignThreads)
   }
 }
 
-// Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
-// a few tokens (qwen3 and mixtral at M = 1).
-constexpr int kAlignWarpRoutes = 32;
-
 // moe_align_kernel's layout, bit for bit, for at most kAlignWarpRoutes
-// routes: lane r holds route r, and every step is a register shuffle. The CTA
-// kernel's fixed cost (its shared-memory set-up, the scan and eight CTA
-// barriers, ~7.7 k cycles at M = 1 under ncu) sits on every call's critical
-// path, because GEMM 1 reads no weight before the alignment has finished.
-static __global__ void __launch_bounds__(32)
-    moe_align_warp_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
-                          int block_tokens, int max_blocks, AlignedRoutes out) {
-  pdl_launch_dependents();  // as moe_align_kernel
+// routes, by the calling warp: lane r holds route r, and every step is a
+// register shuffle. The CTA kernel's fixed cost (its shared-memory set-up,
+// the scan and eight CTA barriers, ~7.7 k cycles at M = 1 under ncu) sits on
+// every call's critical path, because GEMM 1 reads no weight before the
+// alignment has finished. `out` may lie in shared memory: a GEMM CTA
+// aligning its own routes (cta_align) reads them after its next barrier.
+__device__ __forceinline__ void align_routes_warp(const int32_t* __restrict__ topk_ids, int M, int k, int E_local,
+                                                  int ep_rank, int block_tokens, int max_blocks,
+                                                  const AlignedRoutes& out) {
   const unsigned all = 0xffffffffu;
-  const int lane = threadIdx.x, routes = M * k;
+  const int lane = threadIdx.x & 31, routes = M * k;
   const int e = lane < routes ? moe_local_expert(topk_ids[lane], ep_rank, E_local) : -1;
   for (int i = lane; i < max_blocks * block_tokens; i += 32) out.slot_route[i] = -1;
   // The routes of the same expert: this route's rank among them (routes keep
@@ -186,6 +189,14 @@ static __global__ void __launch_bounds__(32)
   const unsigned local = __ballot_sync(all, e >= 0);
   const unsigned token_mask = k >= 32 ? all : (1u << k) - 1u;
   for (int m = lane; m < M; m += 32) out.token_routes[m] = __popc((local >> (m * k)) & token_mask);
+}
+
+// The one-warp alignment as its own launch (the variants without cta_align).
+static __global__ void __launch_bounds__(32)
+    moe_align_warp_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
+                          int block_tokens, int max_blocks, AlignedRoutes out) {
+  pdl_launch_dependents();  // as moe_align_kernel
+  align_routes_warp(topk_ids, M, k, E_local, ep_rank, block_tokens, max_blocks, out);
 }
 
 }  // namespace submission::moe

@@ -111,7 +111,28 @@ struct MmaGemmArgs {
   const int32_t* topk_ids;  // [M][k]
   const float* topk_weights;
   int M, H, I, k, ep_rank, E_local;
+  int cta_align;            // 1: the CTA aligns the routes itself (cta_routes), `routes` unused
+  int max_blocks;           // the routing's block bound (cta_align's layout)
 };
+
+// A read of the routing: L2 (.cg) where it is the alignment launch's output
+// in global memory (GEMM 2 reads it before its PDL wait, when no L1 line of
+// it can be older than the alignment), plain where a CTA aligned its own
+// routes into shared memory.
+__device__ __forceinline__ int routing_load(const int* p) { return __isShared(p) ? *p : __ldcg(p); }
+
+// With a.cta_align, warp 0 lays this CTA's own routing out in shared memory
+// at `smem` (up to 32 routes, moe_align.cuh), readable after the caller's
+// next CTA barrier, and this returns smem; otherwise nullptr: the CTA reads
+// the alignment launch's (a.routes). CtaStages::routes gives either.
+template <int NT>
+__device__ __forceinline__ int* cta_align_routes(const MmaGemmArgs& a, int* smem) {
+  if (!a.cta_align) return nullptr;
+  if (threadIdx.x < 32)
+    align_routes_warp(a.topk_ids, a.M, a.k, a.E_local, a.ep_rank, 8 * NT, a.max_blocks,
+                      aligned_routes_at(smem, 8 * NT, a.max_blocks));
+  return smem;
+}
 
 // What a thread needs to issue the loads of one unit. The copy sources are
 // resolved here, once per unit, so that a stage only adds its group's offset:
@@ -144,8 +165,8 @@ struct AllThreadsCopy {
 };
 
 template <bool kDown, bool kContig, int NT, int RT, class Map>
-__device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit, int units,
-                                                  int blocks, int splits, double inv_k) {
+__device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const AlignedRoutes& routes, int unit,
+                                                  int units, int blocks, int splits, double inv_k) {
   using T = MmaTile<NT, RT>;
   constexpr int kPack = kContig ? T::kTiles : 1;
   UnitMeta<NT> u;
@@ -160,13 +181,11 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, int unit
   const int rest = unit - u.row_group * per_row_group;
   u.split = rest / blocks;
   u.block = rest - u.split * blocks;
-  // L2 reads (.cg): GEMM 2 reads the routing before its PDL wait (see
-  // moe_mma_kernel), when no L1 line of it can be older than the alignment.
-  u.expert = __ldcg(a.routes.block_expert + u.block);
-  u.routes = __ldcg(a.routes.block_routes + u.block);
+  u.expert = routing_load(routes.block_expert + u.block);
+  u.routes = routing_load(routes.block_routes + u.block);
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const int r = __ldcg(a.routes.slot_route + u.block * T::kTokens + Map::slot0() + 8 * j);
+    const int r = routing_load(routes.slot_route + u.block * T::kTokens + Map::slot0() + 8 * j);
     u.route[j] = r;
     if constexpr (!kDown) u.act_row[j] = r < 0 ? -1 : moe_route_token(r, inv_k);
   }
@@ -446,8 +465,8 @@ __device__ __forceinline__ void store_partials(const MmaGemmArgs& a, const int* 
 // warps stopped: at qwen3 M=256 this epilogue held ~42% of GEMM 2's warp
 // samples, hence combine_all_tokens.
 template <int NT, int RT>
-__device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const int* meta, int row_groups,
-                                                  int splits, int* combine) {
+__device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const int* token_routes, const int* meta,
+                                                  int row_groups, int splits, int* combine) {
   using T = MmaTile<NT, RT>;
   const int tid = threadIdx.x;
   const int row_group = meta[1], routes = meta[2];
@@ -459,7 +478,7 @@ __device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const in
   if (tid < routes) {
     const int m = route[tid] / a.k;
     int* counter = a.counters + size_t(m) * row_groups + row_group;
-    const bool last = atomicAdd(counter, 1) + 1 == a.routes.token_routes[m] * splits;
+    const bool last = atomicAdd(counter, 1) + 1 == token_routes[m] * splits;
     if (last) *counter = 0;  // every (route, split) of m is counted: reset for the next call
     combine[tid] = last ? m : -1;
     __threadfence();  // acquire: the other CTAs' partial rows before reading them
@@ -610,6 +629,7 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
 // first_unit + grid, ...), or GEMM 1's stream-K range [lo, hi) of
 // consecutive units' stages, starting at group start_group of first_unit.
 struct CtaStages {
+  int* own_routing;  // cta_align_routes' result: one pointer live, not the five of AlignedRoutes
   StreamK sk;
   bool stream_k;
   int blocks, row_groups, splits;  // the routing's blocks; units per block = row_groups x splits
@@ -621,19 +641,26 @@ struct CtaStages {
   __device__ int unit_at(int i) const {
     return !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
   }
+  // The routing this CTA reads (blocks of 8 NT routes).
+  template <int NT>
+  __device__ AlignedRoutes routes(const MmaGemmArgs& a) const {
+    return own_routing ? aligned_routes_at(own_routing, 8 * NT, a.max_blocks) : a.routes;
+  }
 };
-// Both GEMM kernels start here. GEMM 1 needs the alignment for everything.
-// GEMM 2 reads the routing before its wait: under PDL it starts only once
-// every GEMM 1 CTA has passed its own wait, so the alignment has completed
-// and been flushed by then; it waits before reading GEMM 1's output (h).
-template <bool kDown, bool kSplit, int RT>
-__device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a) {
+// Both GEMM kernels start here, after cta_align_routes and a CTA barrier. GEMM 1
+// needs the alignment for everything. GEMM 2 reads the routing before its
+// wait: under PDL it starts only once every GEMM 1 CTA has passed its own
+// wait, so an alignment launch has completed and been flushed by then; it
+// waits before reading GEMM 1's output (h).
+template <bool kDown, bool kSplit, int NT, int RT>
+__device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_routing) {
   if constexpr (!kDown) {
     pdl_wait();
     pdl_launch_dependents();
   }
   CtaStages c;
-  c.blocks = __ldcg(a.routes.num_blocks);
+  c.own_routing = own_routing;
+  c.blocks = routing_load(c.routes<NT>(a).num_blocks);
   c.row_groups = a.tiles / (kMmaWarps * RT);
   c.splits = kSplit ? a.splits : 1;
   c.units = c.blocks * c.row_groups * c.splits;
@@ -666,7 +693,8 @@ __device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* met
                                             int splits, int* combine) {
   if constexpr (kDown) {
     store_partials<NT, RT>(a, meta, acc, splits);
-    if (!a.deferred_combine) count_and_combine<NT, RT>(a, meta, row_groups, splits, combine);
+    if (!a.deferred_combine)
+      count_and_combine<NT, RT>(a, cs.routes<NT>(a).token_routes, meta, row_groups, splits, combine);
   } else if (stages == cs.unit_groups) {
     store_h<NT, RT>(a, meta, acc);
   } else {
@@ -676,10 +704,10 @@ __device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* met
 
 // GEMM 1's last step: tokens with no route to this rank get zeros (GEMM 2
 // never visits them), one warp per token over the computing warps.
-__device__ __forceinline__ void zero_unrouted_tokens(const MmaGemmArgs& a) {
+__device__ __forceinline__ void zero_unrouted_tokens(const MmaGemmArgs& a, const int* token_routes) {
   const int warp_id = blockIdx.x * kMmaWarps + (threadIdx.x >> 5);
   for (int m = warp_id; m < a.M; m += gridDim.x * kMmaWarps) {
-    if (a.routes.token_routes[m] != 0) continue;
+    if (token_routes[m] != 0) continue;
     uint4* row = reinterpret_cast<uint4*>(a.out + size_t(m) * a.H);
     for (int c = threadIdx.x & 31; c < a.H / 8; c += 32) row[c] = make_uint4(0, 0, 0, 0);
   }
@@ -725,7 +753,8 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   if (threadIdx.x == 0)
     *minus136_frag = make_uint4(kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136);
 
-  const CtaStages cs = cta_stages<kDown, kSplit, RT>(a);
+  // This kernel always follows an alignment launch (cta_align is planned for moe_ws_kernel only).
+  const CtaStages cs = cta_stages<kDown, kSplit, NT, RT>(a, nullptr);
   const int blocks = cs.blocks, splits = cs.splits, unit_groups = cs.unit_groups, total = cs.total;
   const double inv_k = 1.0 / a.k;  // for moe_route_token
   using Map = AllThreadsCopy<NT, RT>;
@@ -734,8 +763,10 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   // boundaries. The next unit's metadata is loaded one unit early so that its
   // global reads never stall the pipeline.
   int issued = 0, p_unit = 0, p_group = cs.start_group, p_slot = 0;
-  UnitMeta<NT> cur = load_unit<kDown, kContig, NT, RT, Map>(a, cs.unit_at(0), cs.units, blocks, splits, inv_k);
-  UnitMeta<NT> next = load_unit<kDown, kContig, NT, RT, Map>(a, cs.unit_at(1), cs.units, blocks, splits, inv_k);
+  UnitMeta<NT> cur = load_unit<kDown, kContig, NT, RT, Map>(a, cs.routes<NT>(a),
+      cs.unit_at(0), cs.units, blocks, splits, inv_k);
+  UnitMeta<NT> next = load_unit<kDown, kContig, NT, RT, Map>(a, cs.routes<NT>(a),
+      cs.unit_at(1), cs.units, blocks, splits, inv_k);
   enum Part { kAll, kWeightsOnly, kActsOnly };
   auto issue = [&](Part part) {
     if (issued < total) {
@@ -749,7 +780,8 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, kContig, NT, RT, Map>(a, cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
+        next = load_unit<kDown, kContig, NT, RT, Map>(a, cs.routes<NT>(a),
+            cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
       }
     }
     cp_async_commit();  // empty groups keep the wait count uniform
@@ -792,7 +824,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   if constexpr (kDown) {
     if (a.deferred_combine) combine_all_tokens<kSplit>(a);
   } else {
-    zero_unrouted_tokens(a);
+    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
   }
 }
 

@@ -117,9 +117,11 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     mbar_init_fence();
     *minus136_frag = make_uint4(kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136);
   }
+  // With cta_align, past the pipeline's P::kSmemBytes: the launch adds aligned_routes_ints.
+  int* const own_routing = cta_align_routes<NT>(a, reinterpret_cast<int*>(mma_smem + P::kSmemBytes));
   __syncthreads();  // the last CTA-wide barrier: the producer warp leaves the MMA warps' barriers
 
-  const CtaStages cs = cta_stages<kDown, kSplit, RT>(a);
+  const CtaStages cs = cta_stages<kDown, kSplit, NT, RT>(a, own_routing);
   const int blocks = cs.blocks, splits = cs.splits, unit_groups = cs.unit_groups, total = cs.total;
 
   if (threadIdx.x >= kMmaThreads) {
@@ -130,15 +132,18 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     const uint64_t evict_first = l2_evict_first_policy();
     int p_unit = 0, p_group = cs.start_group, p_slot = 0;
     uint32_t p_phase = 0;
-    UnitMeta<NT> cur = load_unit<kDown, true, NT, RT, Map>(a, cs.unit_at(0), cs.units, blocks, splits, inv_k);
-    UnitMeta<NT> next = load_unit<kDown, true, NT, RT, Map>(a, cs.unit_at(1), cs.units, blocks, splits, inv_k);
+    UnitMeta<NT> cur = load_unit<kDown, true, NT, RT, Map>(a, cs.routes<NT>(a),
+        cs.unit_at(0), cs.units, blocks, splits, inv_k);
+    UnitMeta<NT> next = load_unit<kDown, true, NT, RT, Map>(a, cs.routes<NT>(a),
+        cs.unit_at(1), cs.units, blocks, splits, inv_k);
     auto advance = [&]() {
       if (++p_slot == P::kStages) p_slot = 0, p_phase ^= 1;
       if (++p_group == unit_groups) {
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, true, NT, RT, Map>(a, cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
+        next = load_unit<kDown, true, NT, RT, Map>(a, cs.routes<NT>(a),
+            cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
       }
     };
     auto stage_at = [&]() { return mma_smem + p_slot * T::kStageBytes; };
@@ -193,7 +198,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   if constexpr (kDown) {
     if (a.deferred_combine) combine_all_tokens<kSplit>(a);
   } else {
-    zero_unrouted_tokens(a);
+    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
   }
 }
 

@@ -144,7 +144,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // the H200, while H = 4096 and 7168 (32 and 56 stages) ran 3-12% faster.
   const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
                             variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
-                            variant == "mma_unit_combine" || variant == "mma_grid_combine";
+                            variant == "mma_unit_combine" || variant == "mma_grid_combine" ||
+                            variant == "mma_align_launch";
   const bool may_defer = from_default && variant != "mma_unit_combine";
   p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
   // The model prices the CTAs that too few units leave idle, and takes 64-row
@@ -170,7 +171,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // stay as the simple fallback.
   if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
       variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
-      variant == "mma_unit_combine" || variant == "mma_grid_combine") {
+      variant == "mma_unit_combine" || variant == "mma_grid_combine" || variant == "mma_align_launch") {
     p.tile_rows_up = rows128_fits && p.stream_k_up ? 128 : pick(2 * d.I, d.H);
     p.tile_rows_down = rows128_fits && may_defer && down_fills_at_128() ? 128 : pick(d.H, d.I);
   } else if (variant == "mma_rows64") {
@@ -201,6 +202,12 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const double down_units = expected_routing(d, p.block_tokens).blocks * row_groups_down * p.splits_down;
   p.deferred_combine = variant == "mma_grid_combine" ||
                        (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
+  // At most 32 routes, each GEMM CTA's producer warp aligns them itself into
+  // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
+  // launches: the alignment launch's own start and end and GEMM 1's reads of
+  // its output leave every call's critical path.
+  p.cta_align = p.warp_specialized && variant != "mma_align_launch" && d.M * d.k <= kAlignWarpRoutes &&
+                aligned_routes_ints(d.M, p.block_tokens, p.max_blocks) <= kCtaRoutingMaxInts;
   return p;
 }
 

@@ -238,7 +238,21 @@ struct MoePlan {
   bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
   bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies; needs unit_contiguous)
   bool deferred_combine = false;  // mma: GEMM 2 combines after all its units (combine_all_tokens), not per unit
+  bool cta_align = false;  // warp-specialised: each GEMM CTA aligns the routes itself, no alignment launch
 };
+
+// Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
+// a few tokens (qwen3 and mixtral at M = 1).
+constexpr int kAlignWarpRoutes = 32;
+// The aligned routing's ints (moe_align.cuh's AlignedRoutes): the block
+// count, each block's expert and routes, each slot's route, each token's
+// route count.
+constexpr int aligned_routes_ints(int M, int block_tokens, int max_blocks) {
+  return 1 + 2 * max_blocks + max_blocks * block_tokens + M;
+}
+// The most a GEMM CTA holds in shared memory to align its own routes (2 KB):
+// within every kernel's slack below its CTAs' share of the SM (kMmaSmemPerSm).
+constexpr int kCtaRoutingMaxInts = 512;
 
 // GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
 constexpr int kStreamKMinGroups = 32;
@@ -272,6 +286,8 @@ void validate_moe_dims(const MoeDims& d);
 //                 (count_and_combine)
 //   mma_grid_combine  the default with GEMM 2's combine always after all
 //                 units (combine_all_tokens)
+//   mma_align_launch  the default with the alignment always its own launch
+//                 (no cta_align)
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the

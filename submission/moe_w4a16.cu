@@ -3,7 +3,9 @@
 // reason to exist:
 //   1. alignment (one CTA, or one warp for up to 32 routes): routes to this
 //      rank's experts, grouped by expert into padded blocks. It must finish
-//      before any weight is read: which weights to read is the routing.
+//      before any weight is read: which weights to read is the routing. At
+//      most 32 routes, the default has each GEMM CTA align them itself
+//      (cta_align: one warp's shuffles on a few ids), and this launch goes.
 //   2. GEMM 1 + SiLU-and-mul -> h. Every h row needs the full reduction over H.
 //   3. GEMM 2 + weighted combine -> out. Every output needs all of h.
 // The tensor-core variants chain 2 and 3 with programmatic dependent launch,
@@ -11,7 +13,7 @@
 // default GEMMs are the warp-specialised kernels of moe_mma_ws.cuh.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
 // mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
-// mma_occ_splitk, mma_cta_copies, gemv.
+// mma_occ_splitk, mma_cta_copies, mma_align_launch, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -146,7 +148,9 @@ class MoeW4A16 final : public Moe {
   }
 
   void run(const MoeIO& io, cudaStream_t stream) override {
-    if (d_.M * d_.k <= kAlignWarpRoutes)
+    if (plan_.cta_align)
+      ;  // each GEMM CTA aligns the routes itself
+    else if (d_.M * d_.k <= kAlignWarpRoutes)
       moe_align_warp_kernel<<<1, 32, 0, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank,
                                                   plan_.block_tokens, plan_.max_blocks, routes_);
     else
@@ -169,7 +173,8 @@ class MoeW4A16 final : public Moe {
                    plan_.deferred_combine ? 1 : 0, grid_arrivals_.as<unsigned long long>(),
                    plan_.stream_k_up ? 1 : 0, sk_partial_.as<float4>(), sk_counters_.as<int>(),
                    io.out, io.topk_ids, io.topk_weights,
-                   d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
+                   d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local,
+                   plan_.cta_align ? 1 : 0, plan_.max_blocks};
     MmaGemmArgs down = up;
     down.stream_k = 0;
     down.weights = w2_.as<uint4>();
@@ -178,8 +183,10 @@ class MoeW4A16 final : public Moe {
     down.groups = d_.I / kGroup;
     down.splits = plan_.splits_down;
     down.act = h_.as<bf16>();
-    launch(up_, up_grid_, up, stream);
-    launch(down_, down_grid_, down, stream);
+    // GEMM 1 is chained to the alignment launch; without one it is the op's
+    // first launch and waits for the caller's work as any launch does.
+    launch(up_, up_grid_, up, !plan_.cta_align, stream);
+    launch(down_, down_grid_, down, true, stream);
   }
 
  private:
@@ -216,13 +223,17 @@ class MoeW4A16 final : public Moe {
     // smaller, such an SM could hold fewer of GEMM 2's CTAs than the
     // occupancy its persistent grid was sized by, and GEMM 2's grid barrier
     // (deferred combine) would wait for CTAs that never become resident.
+    // cta_align: each CTA's routing past its pipeline.
+    routing_smem_ = plan_.cta_align ? aligned_routes_ints(d_.M, plan_.block_tokens, plan_.max_blocks) * 4 : 0;
     for (const MmaKernel* k : {&up_, &down_}) {
-      SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem));
+      SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           k->smem + routing_smem_));
       SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                            cudaSharedmemCarveoutMaxShared));
     }
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
-    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem, sms, max_units_up);
+    up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem + routing_smem_, sms,
+                               max_units_up);
     if (plan_.stream_k_up) {
       // One posted part per CTA at most (of its first unit; the CTA that
       // holds a unit's first stage finishes it from its registers), the
@@ -232,21 +243,23 @@ class MoeW4A16 final : public Moe {
       sk_counters_ = DeviceMemory(size_t(max_units_up) * sizeof(int));
       SUBMISSION_CUDA(cudaMemset(sk_counters_.as<int>(), 0, size_t(max_units_up) * sizeof(int)));
     }
-    down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), down_.threads, down_.smem, sms,
+    down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), down_.threads, down_.smem + routing_smem_,
+                                 sms,
                                  (long long)plan_.max_blocks * (H / down_.tile_rows) * plan_.splits_down);
   }
 
-  void launch(const MmaKernel& k, int grid, const MmaGemmArgs& a, cudaStream_t stream) {
+  // chained: launched programmatically dependent on the launch before it (plan_.pdl).
+  void launch(const MmaKernel& k, int grid, const MmaGemmArgs& a, bool chained, cudaStream_t stream) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(k.threads);
-    cfg.dynamicSmemBytes = k.smem;
+    cfg.dynamicSmemBytes = k.smem + routing_smem_;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = plan_.pdl ? 1 : 0;
+    cfg.numAttrs = plan_.pdl && chained ? 1 : 0;
     SUBMISSION_CUDA(cudaLaunchKernelEx(&cfg, k.fn, a));
   }
 
@@ -261,6 +274,7 @@ class MoeW4A16 final : public Moe {
   DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, grid_arrivals_, sk_partial_, sk_counters_;
   MmaKernel up_{}, down_{};
   int up_grid_ = 0, down_grid_ = 0;
+  int routing_smem_ = 0;  // bytes of shared memory past each GEMM CTA's pipeline for cta_align
 };
 
 }  // namespace
@@ -281,7 +295,7 @@ namespace detail {
 std::vector<std::string> moe_variants() {
   return {"default",          "mma_cta_copies",   "mma",        "mma_rows64", "mma_rows128",
           "mma_nopdl",        "mma_ws4",          "mma_unit_combine", "mma_grid_combine", "mma_contig",
-          "mma_occ",          "mma_occ_splitk",   "gemv"};
+          "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "gemv"};
 }
 }  // namespace detail
 

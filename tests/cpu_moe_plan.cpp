@@ -231,6 +231,33 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   CHECK_FALSE(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).stream_k_up);
   CHECK(plan_moe(MoeDims{4, kStreamKMinGroups * kGroup, 256, 8, 8, 2, 0}, "default", kSms).stream_k_up);
   CHECK_FALSE(plan_moe(MoeDims{4, (kStreamKMinGroups - 1) * kGroup, 256, 8, 8, 2, 0}, "default", kSms).stream_k_up);
+  // Each GEMM CTA aligns its routes itself (no alignment launch) at most 32
+  // routes, on the warp-specialised kernels only, within kCtaRoutingMaxInts
+  // of shared memory; mma_align_launch keeps the launch.
+  const MoeDims qwen3_1{1, 2048, 768, 128, 128, 8, 0}, qwen3_4{4, 2048, 768, 128, 128, 8, 0};
+  CHECK(plan_moe(qwen3_1, "default", kSms).cta_align);
+  CHECK(plan_moe(qwen3_4, "default", kSms).cta_align);  // 32 routes
+  CHECK(plan_moe(mixtral1, "default", kSms).cta_align);
+  CHECK(plan_moe(mixtral1, "mma_ws4", kSms).cta_align);
+  CHECK_FALSE(plan_moe(MoeDims{5, 2048, 768, 128, 128, 8, 0}, "default", kSms).cta_align);  // 40 routes
+  CHECK_FALSE(plan_moe(qwen3_1, "mma_align_launch", kSms).cta_align);
+  CHECK_FALSE(plan_moe(qwen3_1, "mma_cta_copies", kSms).cta_align);
+  CHECK_FALSE(plan_moe(qwen3_1, "mma", kSms).cta_align);
+  CHECK_FALSE(plan_moe(qwen3_1, "gemv", kSms).cta_align);
+  for (const MoeDims& d : {qwen3_1, qwen3_4, mixtral1}) {
+    const MoePlan p = plan_moe(d, "default", kSms);
+    CHECK(aligned_routes_ints(d.M, p.block_tokens, p.max_blocks) <= kCtaRoutingMaxInts);
+  }
+  // The variant is the default in every other respect.
+  for (const MoeDims& d : {qwen3_1, mixtral1, mixtral64}) {
+    const MoePlan a = plan_moe(d, "default", kSms), b = plan_moe(d, "mma_align_launch", kSms);
+    CHECK(a.tile_rows_up == b.tile_rows_up);
+    CHECK(a.tile_rows_down == b.tile_rows_down);
+    CHECK(a.splits_down == b.splits_down);
+    CHECK(a.stream_k_up == b.stream_k_up);
+    CHECK(a.deferred_combine == b.deferred_combine);
+    CHECK(a.warp_specialized == b.warp_specialized);
+  }
   CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
   CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
   const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},

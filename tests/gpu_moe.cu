@@ -247,6 +247,12 @@ TEST_CASE("moe all tokens on one expert") {
   check_all_variants(d, [](int, int j, int e) { return j != 0 || e == 5; }, 12);
 }
 
+TEST_CASE("moe 32 routes, 16 of them on one expert: the GEMM CTAs' own alignment at its limit") {
+  const MoeDims d{16, 256, 384, 8, 8, 2, 0};
+  REQUIRE(d.M * d.k == submission::moe::kAlignWarpRoutes);
+  check_all_variants(d, [](int, int j, int e) { return j != 0 || e == 5; }, 25);
+}
+
 TEST_CASE("moe no local route anywhere: zeros") {
   const MoeDims d{9, 256, 256, 16, 4, 3, 1};
   check_all_variants(d, [&](int, int, int e) { return !is_local(d, e); }, 13);
