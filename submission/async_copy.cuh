@@ -59,6 +59,18 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
   } while (!done);
 }
 
+// Whether the phase with this parity has completed, without waiting (the
+// same acquire as mbar_wait when it answers true).
+__device__ __forceinline__ bool mbar_test(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Global -> shared copy by the copy engine of `bytes` (a multiple of 16, both
 // addresses 16-byte aligned); completes `bytes` on `bar`. The CTA's own shared
 // address is valid in the shared::cluster window without a cluster.

@@ -349,6 +349,22 @@ __device__ __forceinline__ void compute_stage(const unsigned char* stage, int ro
   compute_stage_tiles<N, NT, RT>(stage, minus136_frag, acc);
 }
 
+// Two stages of the same unit, one after the other in the instruction
+// stream with no branch between them, so that the scheduler can overlap the
+// second's loads and dequantisation with the first's MMA chain.
+template <int NT, int RT, int N = NT>
+__device__ __forceinline__ void compute_two_stages(const unsigned char* stage0, const unsigned char* stage1, int routes,
+                                                   const uint4* minus136_frag, float (&acc)[RT][NT][4]) {
+  if constexpr (N > 1) {
+    if (routes <= 8 * (N - 1)) {
+      compute_two_stages<NT, RT, N - 1>(stage0, stage1, routes, minus136_frag, acc);
+      return;
+    }
+  }
+  compute_stage_tiles<N, NT, RT>(stage0, minus136_frag, acc);
+  compute_stage_tiles<N, NT, RT>(stage1, minus136_frag, acc);
+}
+
 template <int NT, int RT>
 __device__ __forceinline__ void zero_acc(float (&acc)[RT][NT][4]) {
 #pragma unroll
@@ -729,6 +745,25 @@ __device__ __forceinline__ void consume_stage(const MmaGemmArgs& a, const CtaSta
   const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
   compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
   if (++pos.group == cs.unit_groups || cta_last) {
+    finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
+                                       cs.splits, combine);
+    pos.group = pos.first_group = 0;
+    ++pos.unit;
+    zero_acc(acc);
+  }
+}
+// consume_stage for two consecutive stages of one unit, the first not the
+// unit's last (the caller checks): only the second may end the unit.
+template <bool kDown, bool kSplit, int NT, int RT>
+__device__ __forceinline__ void consume_two_stages(const MmaGemmArgs& a, const CtaStages& cs,
+                                                   const unsigned char* stage0, const unsigned char* stage1,
+                                                   const uint4* minus136_frag, int* combine, bool cta_last,
+                                                   ConsumerPos& pos, float (&acc)[RT][NT][4]) {
+  using T = MmaTile<NT, RT>;
+  const int* meta = reinterpret_cast<const int*>(stage1 + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+  compute_two_stages<NT, RT>(stage0, stage1, meta[2], minus136_frag, acc);
+  pos.group += 2;
+  if (pos.group == cs.unit_groups || cta_last) {
     finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
                                        cs.splits, combine);
     pos.group = pos.first_group = 0;

@@ -186,14 +186,39 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   ConsumerPos pos{cs.start_group, 0, cs.start_group};
   int c_slot = 0;
   uint32_t c_phase = 0;
+  // Small tiles (one warp's MMA chain per stage is short) take two landed
+  // stages of a unit at once, so that their instruction streams overlap.
+  constexpr bool kPairStages = NT * RT <= 2;
 #pragma unroll 1
-  for (int f = 0; f < total; ++f) {
+  for (int f = 0; f < total;) {
     mbar_wait(full + c_slot, c_phase);
-    consume_stage<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes, minus136_frag, combine,
-                                         f == total - 1, pos, acc);
-    __syncwarp();  // every lane is done with the slot (and its metadata)
-    if ((threadIdx.x & 31) == 0) mbar_arrive(empty + c_slot);
-    if (++c_slot == P::kStages) c_slot = 0, c_phase ^= 1;
+    const int n_slot = c_slot + 1 == P::kStages ? 0 : c_slot + 1;
+    const uint32_t n_phase = c_slot + 1 == P::kStages ? c_phase ^ 1 : c_phase;
+    bool pair = false;
+    if constexpr (kPairStages) {
+      // Warp-uniform: lane 0's test decides.
+      const bool ready = f + 1 < total && pos.group + 1 < cs.unit_groups && mbar_test(full + n_slot, n_phase);
+      pair = __shfl_sync(0xffffffffu, ready, 0);
+    }
+    if (pair) {
+      consume_two_stages<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes,
+                                                mma_smem + n_slot * T::kStageBytes, minus136_frag, combine,
+                                                f + 1 == total - 1, pos, acc);
+    } else {
+      consume_stage<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes, minus136_frag, combine,
+                                           f == total - 1, pos, acc);
+    }
+    __syncwarp();  // every lane is done with the slots (and their metadata)
+    if ((threadIdx.x & 31) == 0) {
+      mbar_arrive(empty + c_slot);
+      if (pair) mbar_arrive(empty + n_slot);
+    }
+    c_slot = n_slot, c_phase = n_phase;
+    ++f;
+    if (pair) {
+      if (++c_slot == P::kStages) c_slot = 0, c_phase ^= 1;
+      ++f;
+    }
   }
   if constexpr (kDown) {
     if (a.deferred_combine) combine_all_tokens<kSplit>(a);
