@@ -111,7 +111,7 @@ struct MmaGemmArgs {
   const int32_t* topk_ids;  // [M][k]
   const float* topk_weights;
   int M, H, I, k, ep_rank, E_local;
-  int cta_align;            // 1: the CTA aligns the routes itself (cta_routes), `routes` unused
+  int cta_align;            // 1: the CTA aligns the routes itself (cta_align_routes), `routes` unused
   int max_blocks;           // the routing's block bound (cta_align's layout)
 };
 
@@ -734,9 +734,22 @@ __device__ __forceinline__ void zero_unrouted_tokens(const MmaGemmArgs& a, const
 struct ConsumerPos {
   int group, unit, first_group;
 };
-// One stage's MMAs into acc, then, at the end of a unit or of the CTA's last
-// stage, the unit's epilogue (finish_unit). The stage's slot is read until
-// this returns.
+// After n stages of a unit (meta: the last one's metadata): at the end of
+// the unit or of the CTA's last stage, the unit's epilogue (finish_unit).
+template <bool kDown, bool kSplit, int NT, int RT>
+__device__ __forceinline__ void end_stages(const MmaGemmArgs& a, const CtaStages& cs, const int* meta, int n,
+                                           bool cta_last, int* combine, ConsumerPos& pos, float (&acc)[RT][NT][4]) {
+  pos.group += n;
+  if (pos.group == cs.unit_groups || cta_last) {
+    finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
+                                       cs.splits, combine);
+    pos.group = pos.first_group = 0;
+    ++pos.unit;
+    zero_acc(acc);
+  }
+}
+// One stage's MMAs into acc, then its end (end_stages). The stage's slot is
+// read until this returns.
 template <bool kDown, bool kSplit, int NT, int RT>
 __device__ __forceinline__ void consume_stage(const MmaGemmArgs& a, const CtaStages& cs, const unsigned char* stage,
                                               const uint4* minus136_frag, int* combine, bool cta_last,
@@ -744,13 +757,7 @@ __device__ __forceinline__ void consume_stage(const MmaGemmArgs& a, const CtaSta
   using T = MmaTile<NT, RT>;
   const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
   compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
-  if (++pos.group == cs.unit_groups || cta_last) {
-    finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
-                                       cs.splits, combine);
-    pos.group = pos.first_group = 0;
-    ++pos.unit;
-    zero_acc(acc);
-  }
+  end_stages<kDown, kSplit, NT, RT>(a, cs, meta, 1, cta_last, combine, pos, acc);
 }
 // consume_stage for two consecutive stages of one unit, the first not the
 // unit's last (the caller checks): only the second may end the unit.
@@ -762,14 +769,7 @@ __device__ __forceinline__ void consume_two_stages(const MmaGemmArgs& a, const C
   using T = MmaTile<NT, RT>;
   const int* meta = reinterpret_cast<const int*>(stage1 + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
   compute_two_stages<NT, RT>(stage0, stage1, meta[2], minus136_frag, acc);
-  pos.group += 2;
-  if (pos.group == cs.unit_groups || cta_last) {
-    finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
-                                       cs.splits, combine);
-    pos.group = pos.first_group = 0;
-    ++pos.unit;
-    zero_acc(acc);
-  }
+  end_stages<kDown, kSplit, NT, RT>(a, cs, meta, 2, cta_last, combine, pos, acc);
 }
 
 // C: the CTAs per SM the kernel is built for (its register cap and its

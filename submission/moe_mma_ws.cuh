@@ -187,8 +187,9 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   int c_slot = 0;
   uint32_t c_phase = 0;
   // Small tiles (one warp's MMA chain per stage is short) take two landed
-  // stages of a unit at once, so that their instruction streams overlap.
-  constexpr bool kPairStages = NT * RT <= 2;
+  // stages of a unit at once, so that their instruction streams overlap;
+  // not at 4 CTAs per SM, whose 96 registers the pair spills.
+  constexpr bool kPairStages = NT * RT <= 2 && C == 3;
 #pragma unroll 1
   for (int f = 0; f < total;) {
     mbar_wait(full + c_slot, c_phase);
@@ -196,9 +197,13 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     const uint32_t n_phase = c_slot + 1 == P::kStages ? c_phase ^ 1 : c_phase;
     bool pair = false;
     if constexpr (kPairStages) {
-      // Warp-uniform: lane 0's test decides.
-      const bool ready = f + 1 < total && pos.group + 1 < cs.unit_groups && mbar_test(full + n_slot, n_phase);
+      // Lane 0's test decides for the warp; each lane then takes its own
+      // acquire of the landed stage (a wait that returns at once).
+      bool ready = false;
+      if ((threadIdx.x & 31) == 0)
+        ready = f + 1 < total && pos.group + 1 < cs.unit_groups && mbar_test(full + n_slot, n_phase);
       pair = __shfl_sync(0xffffffffu, ready, 0);
+      if (pair) mbar_wait(full + n_slot, n_phase);
     }
     if (pair) {
       consume_two_stages<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes,

@@ -202,7 +202,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const double down_units = expected_routing(d, p.block_tokens).blocks * row_groups_down * p.splits_down;
   p.deferred_combine = variant == "mma_grid_combine" ||
                        (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
-  // At most 32 routes, each GEMM CTA's producer warp aligns them itself into
+  // At most 32 routes, warp 0 of each GEMM CTA aligns them itself into
   // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
   // launches: the alignment launch's own start and end and GEMM 1's reads of
   // its output leave every call's critical path.

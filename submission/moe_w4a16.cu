@@ -148,15 +148,15 @@ class MoeW4A16 final : public Moe {
   }
 
   void run(const MoeIO& io, cudaStream_t stream) override {
-    if (plan_.cta_align)
-      ;  // each GEMM CTA aligns the routes itself
-    else if (d_.M * d_.k <= kAlignWarpRoutes)
-      moe_align_warp_kernel<<<1, 32, 0, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank,
-                                                  plan_.block_tokens, plan_.max_blocks, routes_);
-    else
-      moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
-          io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, plan_.max_blocks, routes_);
-    SUBMISSION_CUDA(cudaGetLastError());
+    if (!plan_.cta_align) {  // else each GEMM CTA aligns the routes itself
+      if (d_.M * d_.k <= kAlignWarpRoutes)
+        moe_align_warp_kernel<<<1, 32, 0, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank,
+                                                    plan_.block_tokens, plan_.max_blocks, routes_);
+      else
+        moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
+            io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, plan_.max_blocks, routes_);
+      SUBMISSION_CUDA(cudaGetLastError());
+    }
     if (plan_.kernel == MoeKernel::gemv) {
       const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,
                        reinterpret_cast<const uint16_t*>(w_.S2), io.X, io.topk_ids, io.topk_weights,
