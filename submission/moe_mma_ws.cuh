@@ -197,13 +197,11 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     const uint32_t n_phase = c_slot + 1 == P::kStages ? c_phase ^ 1 : c_phase;
     bool pair = false;
     if constexpr (kPairStages) {
-      // Lane 0's test decides for the warp; each lane then takes its own
-      // acquire of the landed stage (a wait that returns at once).
-      bool ready = false;
-      if ((threadIdx.x & 31) == 0)
-        ready = f + 1 < total && pos.group + 1 < cs.unit_groups && mbar_test(full + n_slot, n_phase);
-      pair = __shfl_sync(0xffffffffu, ready, 0);
-      if (pair) mbar_wait(full + n_slot, n_phase);
+      // Only if every lane's own test saw the stage landed: each lane then
+      // holds its own acquire of it, with no wait added (a wait per lane
+      // after lane 0's test cost 0.5-1% on the paired shapes).
+      pair = __all_sync(0xffffffffu, f + 1 < total && pos.group + 1 < cs.unit_groups &&
+                                         mbar_test(full + n_slot, n_phase));
     }
     if (pair) {
       consume_two_stages<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes,
