@@ -54,7 +54,7 @@ std::vector<std::string> dense_variants() {
 
 std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, const std::string& variant) {
   // Measured on the H200 at M = 32 (docs/perf-log.md, round 33): direct_tiles
-  // runs 1.03-1.04x of cuBLASLt where its blocks fit one wave of at most two
+  // runs 1.03-1.05x of cuBLASLt where its blocks fit one wave of at most two
   // tiles each, and loses elsewhere (0.86-0.98x), as every other engine kernel
   // did on every shape (0.64-0.94x).
   if (variant == "default")

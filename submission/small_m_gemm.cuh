@@ -5,16 +5,18 @@
 // The regime is M <= 32 tokens against a large weight: the op is a single
 // streaming read of W, and everything here serves that read.
 //
-// The default kernel is `direct_packed` (direct_gemm_kernel<kPacked>): one
-// 16-row tile of W per block over all of K, loaded straight into MMA fragments
-// (direct_mma.cuh) from a copy of W packed so that each tile is one contiguous
-// run; no shared-memory ring, no split-K. It is the pooler's default. `direct`
-// reads W as it is; `direct_tiles` gives a block up to three tiles, so that each
-// token load feeds several tiles' MMAs. The other kernels (wide, narrow: packed weights through a
-// cp.async or bulk-copy ring, split-K where the model asks; `cluster`: one wave
-// of clusters that split K and add their partials through distributed shared
-// memory, cluster_gemm.cuh) are named variants kept for comparison; all lost to
-// cuBLASLt on dense, as did direct.
+// The default kernel is `direct_tiles` (direct_gemm_kernel<NG, RT, kPacked>):
+// up to three 16-row tiles of W per block over all of K, loaded straight into
+// MMA fragments (direct_mma.cuh) from a copy of W packed so that each tile is
+// one contiguous run, each token load feeding every tile's MMAs; no
+// shared-memory ring, no split-K. It is the pooler's default, and dense's where
+// its blocks fit one wave of at most two tiles (direct_tiles_one_wave).
+// `direct_packed` keeps one tile per block, `direct` reads W as it is. The
+// other kernels (wide, narrow: packed weights through a cp.async or bulk-copy
+// ring, split-K where the model asks; `cluster`: one wave of clusters that
+// split K and add their partials through distributed shared memory,
+// cluster_gemm.cuh) are named variants kept for comparison; all lost to
+// cuBLASLt on dense, as did direct and direct_packed.
 //
 //   * Swap-AB tensor cores. mma.sync.m16n8k16 with 16 weight rows on the MMA's M
 //     side and 8 tokens on its N side, so no MMA lane is wasted at M = 8..32.
@@ -660,7 +662,7 @@ inline DirectShape direct_shape(int M, int N, int K, int sms, int max_rt) {
 }
 
 // Where the direct_tiles kernel is dense's default (dense.cu): its blocks fit one wave, one per
-// SM, with at most two tiles each. Measured at M = 32 (docs/perf-log.md, round 33): 1.03-1.04x
+// SM, with at most two tiles each. Measured at M = 32 (docs/perf-log.md, round 33): 1.03-1.05x
 // of cuBLASLt there (N = 4096 at K = 4096 and 14336, 128 blocks of two tiles); 0.98x with three
 // tiles per block (N = 6144) and 0.86x over several waves (N = 28672).
 inline bool direct_tiles_one_wave(int M, int N, int K, int sms) {
