@@ -18,21 +18,7 @@
 
 namespace submission::moe {
 
-// The aligned routing, in device workspace. Only the first num_blocks blocks
-// are meaningful.
-struct AlignedRoutes {
-  int* num_blocks;    // [1]
-  int* block_expert;  // [max_blocks] local expert of each block, ascending
-  int* block_routes;  // [max_blocks] valid slots of each block, 1..block_tokens, valid first
-  int* slot_route;    // [max_blocks * block_tokens] route m*k+j of each slot, -1 for padding
-  int* token_routes;  // [M] local routes of each token (0: its output row is zeros)
-};
-
-// The layout over aligned_routes_ints(M, block_tokens, max_blocks) ints from p: in device
-// workspace for the alignment launches, or in a GEMM CTA's shared memory (cta_align).
-__host__ __device__ inline AlignedRoutes aligned_routes_at(int* p, int block_tokens, int max_blocks) {
-  return {p, p + 1, p + 1 + max_blocks, p + 1 + 2 * max_blocks, p + 1 + 2 * max_blocks + max_blocks * block_tokens};
-}
+// The layout it fills: AlignedRoutes (moe_plan.h).
 
 constexpr int kAlignThreads = 512;
 constexpr int kAlignWarps = kAlignThreads / 32;

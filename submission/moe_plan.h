@@ -244,11 +244,25 @@ struct MoePlan {
 // Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
 // a few tokens (qwen3 and mixtral at M = 1).
 constexpr int kAlignWarpRoutes = 32;
-// The aligned routing's ints (moe_align.cuh's AlignedRoutes): the block
-// count, each block's expert and routes, each slot's route, each token's
-// route count.
+// The aligned routing (moe_align.cuh). Only the first num_blocks blocks are
+// meaningful.
+struct AlignedRoutes {
+  int* num_blocks;    // [1]
+  int* block_expert;  // [max_blocks] local expert of each block, ascending
+  int* block_routes;  // [max_blocks] valid slots of each block, 1..block_tokens, valid first
+  int* slot_route;    // [max_blocks * block_tokens] route m*k+j of each slot, -1 for padding
+  int* token_routes;  // [M] local routes of each token (0: its output row is zeros)
+};
+// Its ints: the block count, each block's expert and routes, each slot's
+// route, each token's route count.
 constexpr int aligned_routes_ints(int M, int block_tokens, int max_blocks) {
   return 1 + 2 * max_blocks + max_blocks * block_tokens + M;
+}
+// The layout over aligned_routes_ints(M, block_tokens, max_blocks) ints from
+// p, in that order: in device workspace for the alignment launches, or in a
+// GEMM CTA's shared memory (cta_align).
+__host__ __device__ inline AlignedRoutes aligned_routes_at(int* p, int block_tokens, int max_blocks) {
+  return {p, p + 1, p + 1 + max_blocks, p + 1 + 2 * max_blocks, p + 1 + 2 * max_blocks + max_blocks * block_tokens};
 }
 // The most a GEMM CTA holds in shared memory to align its own routes (2 KB):
 // within every kernel's slack below its CTAs' share of the SM (kMmaSmemPerSm).

@@ -128,14 +128,13 @@ class MoeW4A16 final : public Moe {
  public:
   MoeW4A16(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms)
       : d_(d), w_(w), plan_(plan) {
-    const size_t routes = size_t(d.M) * d.k, blocks = plan.max_blocks;
-    const size_t align_ints = 1 + 2 * blocks + blocks * plan.block_tokens + d.M;
+    const size_t routes = size_t(d.M) * d.k;
+    const size_t align_ints = size_t(aligned_routes_ints(d.M, plan.block_tokens, plan.max_blocks));
     align_ws_ = DeviceMemory(align_ints * sizeof(int));
     // Zeros are a valid empty routing: no read of the workspace can ever see
     // an out-of-range block, expert or route, even before the first run.
     SUBMISSION_CUDA(cudaMemset(align_ws_.as<int>(), 0, align_ints * sizeof(int)));
-    int* p = align_ws_.as<int>();
-    routes_ = {p, p + 1, p + 1 + blocks, p + 1 + 2 * blocks, p + 1 + 2 * blocks + blocks * plan.block_tokens};
+    routes_ = aligned_routes_at(align_ws_.as<int>(), plan.block_tokens, plan.max_blocks);
     h_ = DeviceMemory(routes * d.I * sizeof(bf16));
     align_smem_ = int(align_smem_bytes(d.E_local, d.M * d.k));
     SUBMISSION_CUDA(cudaFuncSetAttribute(moe_align_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, align_smem_));

@@ -266,6 +266,25 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   for (const MoeDims& d : bad) CHECK_THROWS_AS(plan_moe(d, "default", kSms), std::invalid_argument);
 }
 
+TEST_CASE("moe aligned routing: the five arrays tile aligned_routes_ints ints in order") {
+  // A GEMM CTA reserves exactly aligned_routes_ints ints of shared memory for
+  // its own alignment (cta_align) and the workspace is sized by it: the layout
+  // must end there, each array where the previous one ends.
+  for (const int M : {1, 4, 33})
+    for (const int bt : {8, 16, 64})
+      for (const int max_blocks : {1, 9, 32}) {
+        std::vector<int> ints(size_t(aligned_routes_ints(M, bt, max_blocks)));
+        int* const p = ints.data();
+        const AlignedRoutes r = aligned_routes_at(p, bt, max_blocks);
+        CHECK(r.num_blocks == p);
+        CHECK(r.block_expert == r.num_blocks + 1);
+        CHECK(r.block_routes == r.block_expert + max_blocks);
+        CHECK(r.slot_route == r.block_routes + max_blocks);
+        CHECK(r.token_routes == r.slot_route + max_blocks * bt);
+        CHECK(r.token_routes + M == p + ints.size());
+      }
+}
+
 TEST_CASE("moe tile layout covers each (row, column) of a tile-group once") {
   std::vector<int> seen(kTileRows * kGroup, 0), word_seen(kTileGroupWords, 0);
   for (int lane = 0; lane < 32; ++lane)

@@ -314,7 +314,7 @@ TEST_CASE("moe the one-warp alignment lays out routes exactly as the CTA alignme
     const int routes = c.M * c.k;
     REQUIRE(routes <= submission::moe::kAlignWarpRoutes);
     const int max_blocks = submission::moe::moe_max_blocks(c.M, c.k, c.E_local, c.block_tokens);
-    const size_t ints = 1 + 2 * size_t(max_blocks) + size_t(max_blocks) * c.block_tokens + c.M;
+    const size_t ints = size_t(submission::moe::aligned_routes_ints(c.M, c.block_tokens, max_blocks));
     for (int trial = 0; trial < 24; ++trial) {
       // Trial 0 sends every route to one expert; the others draw any global id.
       std::uniform_int_distribution<int> any(0, c.E_global - 1);
@@ -325,10 +325,7 @@ TEST_CASE("moe the one-warp alignment lays out routes exactly as the CTA alignme
       DeviceBuffer<int> ws_cta(ints), ws_warp(ints);
       ws_cta.poison();
       ws_warp.poison();
-      auto layout = [&](int* p) {
-        return submission::moe::AlignedRoutes{p, p + 1, p + 1 + max_blocks, p + 1 + 2 * max_blocks,
-                                              p + 1 + 2 * max_blocks + max_blocks * c.block_tokens};
-      };
+      auto layout = [&](int* p) { return submission::moe::aligned_routes_at(p, c.block_tokens, max_blocks); };
       const int smem = int(submission::moe::align_smem_bytes(c.E_local, routes));
       submission::moe::moe_align_kernel<<<1, submission::moe::kAlignThreads, smem>>>(
           d_ids.ptr, c.M, c.k, c.E_local, c.ep_rank, c.block_tokens, max_blocks, layout(ws_cta.ptr));
