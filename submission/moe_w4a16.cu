@@ -1,6 +1,6 @@
 // moe_w4a16: fused MoE with int4 weights and bf16 activations under expert
-// parallelism (semantics: submission.h). Three launches per call, each with a
-// reason to exist:
+// parallelism (semantics: submission.h). At most three launches per call, each
+// with a reason to exist:
 //   1. alignment (one CTA, or one warp for up to 32 routes): routes to this
 //      rank's experts, grouped by expert into padded blocks. It must finish
 //      before any weight is read: which weights to read is the routing. At
