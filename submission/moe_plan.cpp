@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace submission::moe {
 namespace {
@@ -111,8 +113,19 @@ bool moe_defer_combine(const MoeDims& d, double units, int row_groups, int resid
   return units > resident_ctas || double(d.M) * row_groups > units;
 }
 
+const std::vector<std::string>& moe_variant_names() {
+  static const std::vector<std::string> names = {
+      "default",    "mma_cta_copies",   "mma",        "mma_rows64",     "mma_rows128",
+      "mma_nopdl",  "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
+      "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "gemv"};
+  return names;
+}
+
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   validate_moe_dims(d);
+  const std::vector<std::string>& names = moe_variant_names();
+  if (std::find(names.begin(), names.end(), variant) == names.end())
+    throw std::invalid_argument("moe_w4a16: unknown variant '" + variant + "'");
   MoePlan p;
   p.block_tokens = moe_block_tokens(d.M, d.k, d.E_global);
   p.max_blocks = moe_max_blocks(d.M, d.k, d.E_local, p.block_tokens);
@@ -169,19 +182,15 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // one FMA per weight and route on CUDA cores. So even at one route per
   // expert the CUDA-core kernels (gemv) issue more instructions per byte; they
   // stay as the simple fallback.
-  if (variant == "default" || variant == "mma" || variant == "mma_nopdl" || variant == "mma_contig" ||
-      variant == "mma_occ" || variant == "mma_occ_splitk" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
-      variant == "mma_unit_combine" || variant == "mma_grid_combine" || variant == "mma_align_launch") {
-    p.tile_rows_up = rows128_fits && p.stream_k_up ? 128 : pick(2 * d.I, d.H);
-    p.tile_rows_down = rows128_fits && may_defer && down_fills_at_128() ? 128 : pick(d.H, d.I);
-  } else if (variant == "mma_rows64") {
+  if (variant == "mma_rows64") {
     p.tile_rows_up = p.tile_rows_down = 64;
   } else if (variant == "mma_rows128") {
     if (!rows128_fits)
       throw std::invalid_argument("moe_w4a16: variant mma_rows128 needs blocks of <= 32 routes");
     p.tile_rows_up = p.tile_rows_down = 128;
   } else {
-    throw std::invalid_argument("moe_w4a16: unknown variant '" + variant + "'");
+    p.tile_rows_up = rows128_fits && p.stream_k_up ? 128 : pick(2 * d.I, d.H);
+    p.tile_rows_down = rows128_fits && may_defer && down_fills_at_128() ? 128 : pick(d.H, d.I);
   }
   p.ctas_up = ctas(p.tile_rows_up);
   p.ctas_down = ctas(p.tile_rows_down);

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "submission/submission.h"
 
@@ -309,6 +310,8 @@ void validate_moe_dims(const MoeDims& d);
 //   mma_occ_splitk  mma_occ with the split
 //   gemv          CUDA cores on the weights as given (moe_gemv.cuh)
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
+// The variant names plan_moe takes, "default" first (the list above).
+const std::vector<std::string>& moe_variant_names();
 
 // The model behind the default tile rows where the schedule alone would
 // leave CTAs idle (see plan_moe): estimated µs of one GEMM (weight

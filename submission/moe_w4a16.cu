@@ -291,11 +291,7 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const st
 }
 
 namespace detail {
-std::vector<std::string> moe_variants() {
-  return {"default",          "mma_cta_copies",   "mma",        "mma_rows64", "mma_rows128",
-          "mma_nopdl",        "mma_ws4",          "mma_unit_combine", "mma_grid_combine", "mma_contig",
-          "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "gemv"};
-}
+std::vector<std::string> moe_variants() { return moe::moe_variant_names(); }
 }  // namespace detail
 
 }  // namespace submission
