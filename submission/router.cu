@@ -230,10 +230,13 @@ __device__ __forceinline__ void sort_lane(uint32_t (&key)[P], int (&idx)[P]) {
 // lanes' first keys, and the winner (the lowest lane among equal maxima: the lowest id) shifts
 // its row by one. The rounds are the serial part (each max waits for the previous winner's
 // shift), so they are kept free of branches: every lane runs the shift under its `win` predicate.
-// A round still costs ~300 cycles (clock64 trace: 2.7 k for k = 8 at P = 8), its max, ballot and
-// select each waiting on the last. Rescanning the row for its best key every round (3.8 k),
-// unrolling the rounds (3.3 k), merging the lanes' sorted rows by butterfly shuffles (4.5 k) and
-// a two-stage top k over groups of 32 experts in the tagged reader (1.1 k + 2.1 k) were slower.
+// At P = 8, k = 8 it takes 2.7 k cycles alone (clock64): the sort 0.4 k, ~140 a round for the max,
+// ballot and select, and the weights' exps in rank order the other ~1.1 k; ~1.3 us inside the
+// tagged kernel (globaltimer). Rescanning the row for its best key every round, unrolling the
+// rounds, merging the lanes' sorted rows by butterfly shuffles, a two-stage top k over groups of
+// 32 experts, ranking the candidates above a threshold, calling this rather than inlining it and
+// summing the weights' exps by a butterfly after the rounds were all slower in the scorer, the
+// last three although faster alone (docs/perf-log.md, rounds 15, 20, 37, 39, 40).
 template <int P>
 __device__ __forceinline__ void topk_of_row(const FusedArgs& p, int t, const float (&v)[P]) {
   const int lane = threadIdx.x % 32, base = lane * P;
