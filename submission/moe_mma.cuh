@@ -418,10 +418,11 @@ __device__ __forceinline__ float4 fma_route(float w, float4 y, float4 sum) {
 // col..col+3 (V = float4, col a multiple of 4): the routes in order j, each
 // route's splits in order, scaled by topk_weights. The (route, split) rows
 // are read 8 at a time, route-major, so that 8 loads are in flight together
-// however the token's rows divide into routes and splits: 8 routes at a
-// time, each route's splits one after the other, put mixtral M=1's 2 routes
-// x 16 splits in 16 round trips of 2 loads (7.2 us of its GEMM 2's end in a
-// globaltimer trace). Routes to other ranks (no row written) add an exact 0.
+// however the token's rows divide into routes and splits. Read 8 routes at
+// a time with each route's splits one after the other, mixtral M=1's 2
+// routes x 16 splits took 16 dependent round trips of 2 loads (7.2 us at
+// the end of its GEMM 2 in a globaltimer trace). Routes to other ranks (no
+// row written) add an exact 0.
 template <class V>
 __device__ __forceinline__ V combine_token(const MmaGemmArgs& a, int m, int splits, int col) {
   const int pairs = a.k * splits;
