@@ -420,7 +420,7 @@ __device__ __forceinline__ float4 fma_route(float w, float4 y, float4 sum) {
 // are read 8 at a time, route-major, so that 8 loads are in flight together
 // however the token's rows divide into routes and splits. Read 8 routes at
 // a time with each route's splits one after the other, mixtral M=1's 2
-// routes x 16 splits took 16 dependent round trips of 2 loads (7.2 us at
+// routes x 16 splits took 16 dependent round trips of 2 loads (~7.7 us at
 // the end of its GEMM 2 in a globaltimer trace). Routes to other ranks (no
 // row written) add an exact 0.
 template <class V>
