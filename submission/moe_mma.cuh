@@ -113,6 +113,11 @@ struct MmaGemmArgs {
   int M, H, I, k, ep_rank, E_local;
   int cta_align;            // 1: the CTA aligns the routes itself (cta_align_routes), `routes` unused
   int max_blocks;           // the routing's block bound (cta_align's layout)
+  // GEMM 1 on the chunk queue (moe_ws_kernel with kQueue, moe_mma_ws.cuh):
+  int chunk_stages;         // stages per chunk of a unit (the unit's last chunk may be shorter)
+  int* queue;               // [2]: chunks taken, CTAs done; zero between calls
+  float4* chunk_partial;    // each chunk's posted accumulators [chunk][MMA warp][RT*NT][32 lanes]
+  int* chunk_counters;      // chunks posted per (unit, MMA warp), zero between calls
 };
 
 // A read of the routing: L2 (.cg) where it is the alignment launch's output

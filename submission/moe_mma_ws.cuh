@@ -55,9 +55,10 @@ struct ProducerCopy {
 constexpr int kWsFullArrivals = 1 + 32;
 
 // A stage's metadata, then its weights and scales, announced in bytes.
+// meta[3] = tag: the unit's split, or on the chunk queue the stage's chunk.
 template <int NT, int RT>
 __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int group, unsigned char* stage,
-                                                 uint64_t* full, uint64_t evict_first) {
+                                                 uint64_t* full, uint64_t evict_first, int tag) {
   using T = MmaTile<NT, RT>;
   const int lane = threadIdx.x & 31;
   int* meta = reinterpret_cast<int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
@@ -69,7 +70,7 @@ __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int grou
     meta[0] = u.block;
     meta[1] = u.row_group;
     meta[2] = u.routes;
-    meta[3] = u.split;
+    meta[3] = tag;
   }
   __syncwarp();  // the metadata is written before the arrival that publishes it
   if (lane == 0) {
@@ -99,7 +100,231 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
   cp_async_mbar_arrive(full);
 }
 
-template <bool kDown, int NT, int RT, int C, bool kSplit>
+
+// ------------------------------------------------------------ the work queue
+// Why: stream-K and round-robin units give the CTAs equal stages, but they
+// stream at rates up to a third apart (docs/perf-log.md, round 46: mixtral
+// M=1's GEMM 1 CTAs end between 29 and 45 us), and each GEMM waits for its
+// last CTA. On the queue a CTA's producer warp takes its next piece of work
+// from a grid-wide counter when it gets to it, so the CTAs that stream
+// faster take more. GEMM 2 takes whole units (its splits are units
+// already). GEMM 1 takes chunks of a.chunk_stages stages of a unit: a unit
+// of several chunks is finished without any wait, each MMA warp posting
+// its accumulators of a chunk to the chunk's slot and counting the chunk
+// for (unit, warp); the warp that counts the unit's last chunk adds the
+// unit's slots in chunk order (the same bits whichever CTA gets there last)
+// and writes its tiles' h. That counter resets itself; the queue is reset by
+// the last CTA to leave.
+struct ChunkQueue {
+  int per_unit;  // chunks of a unit
+  int total;     // chunks of all units: unit u's are u * per_unit ..
+  int stages;    // a chunk's stages
+  __device__ int unit(int q) const { return q / per_unit; }
+  __device__ int first_group(int q) const { return q % per_unit * stages; }
+  __device__ int length(int q, int unit_groups) const { return min(stages, unit_groups - first_group(q)); }
+};
+template <bool kDown>
+__device__ __forceinline__ ChunkQueue chunk_queue(const MmaGemmArgs& a, const CtaStages& cs) {
+  if constexpr (kDown) return {1, cs.units, cs.unit_groups};
+  const int per_unit = (cs.unit_groups + a.chunk_stages - 1) / a.chunk_stages;
+  return {per_unit, cs.units * per_unit, a.chunk_stages};
+}
+
+template <bool kDown, int NT, int RT, int C>
+__device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaStages& cs, const ChunkQueue& cq,
+                                               unsigned char* smem, uint64_t* full, uint64_t* empty) {
+  using T = MmaTile<NT, RT>;
+  using P = WsPipeline<NT, RT, C>;
+  const int lane = threadIdx.x & 31;
+  const double inv_k = 1.0 / a.k;
+  const uint64_t evict_first = l2_evict_first_policy();
+  auto unit_meta = [&](int q) {
+    return load_unit<kDown, true, NT, RT, ProducerCopy<NT, RT>>(a, cs.routes<NT>(a), cq.unit(q), cs.units,
+                                                                 cs.blocks, cs.splits, inv_k);
+  };
+  auto stage_at = [&](int slot) { return smem + slot * T::kStageBytes; };
+  // GEMM 2's metadata says the unit's split (store_partials); GEMM 1's the chunk.
+  auto tag = [&](const UnitMeta<NT>& u, int q) { return kDown ? u.split : q; };
+  int slot = 0;
+  uint32_t phase = 0;
+  int q = 0;
+  if (lane == 0) q = atomicAdd(a.queue, 1);
+  q = __shfl_sync(0xffffffffu, q, 0);
+  UnitMeta<NT> u = unit_meta(q);
+  int early = 0;  // GEMM 2: stages of the first unit whose weights went before the PDL wait
+  if constexpr (kDown) {
+    // The first slots' weights do not depend on GEMM 1: request them while
+    // it finishes, their activations (h) once it has.
+    if (q < cq.total) early = min(P::kStages, cq.length(q, cs.unit_groups));
+    for (int i = 0; i < early; ++i)
+      ws_issue_weights<NT, RT>(u, u.split * cs.unit_groups + i, stage_at(i), full + i, evict_first, tag(u, q));
+    pdl_wait();
+    down_launch_dependents(a);
+  }
+  // The next piece is taken two stages before the current one's end, so that
+  // the atomic's round trip and the next unit's routing reads overlap the
+  // waits for free slots (taken at the end, they stalled the copies for two
+  // round trips each time), while a CTA holds no piece another could start
+  // sooner.
+  while (q < cq.total) {
+    const int g0 = cq.first_group(q), g1 = g0 + cq.length(q, cs.unit_groups);
+    const int g_take = max(g0, g1 - 2);
+    int taken = 0, next_q = cq.total;
+    UnitMeta<NT> next_u;
+    for (int g = g0; g < g1; ++g) {
+      if (g == g_take && lane == 0) taken = atomicAdd(a.queue, 1);
+      if (g == g1 - 1) {
+        next_q = __shfl_sync(0xffffffffu, taken, 0);
+        next_u = unit_meta(next_q);
+      }
+      const int group = u.split * cs.unit_groups + g;
+      if (early > 0) {
+        --early;  // its slot is taken and its weights requested
+      } else {
+        mbar_wait(empty + slot, phase ^ 1);  // a fresh barrier passes parity 1 at once
+        ws_issue_weights<NT, RT>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
+      }
+      ws_issue_acts<kDown, NT, RT>(a, u, group, stage_at(slot), full + slot);
+      if (++slot == P::kStages) slot = 0, phase ^= 1;
+    }
+    q = next_q;
+    u = next_u;
+  }
+  // The end: a slot whose metadata says so, completed by plain arrivals.
+  mbar_wait(empty + slot, phase ^ 1);
+  if (lane == 0)
+    reinterpret_cast<int*>(stage_at(slot) + T::kWeightBytes + T::kScaleBytes + T::kActBytes)[0] = -1;
+  __syncwarp();
+  mbar_arrive(full + slot);
+  if (lane == 0) {
+    mbar_arrive(full + slot);  // kWsFullArrivals = 1 + 32
+    // Every CTA's last take happens before its count; the last to count
+    // resets both for the next call, whose grid of this GEMM starts only
+    // after this one has completed (the PDL waits of the launches between).
+    __threadfence();
+    if (atomicAdd(a.queue + 1, 1) == int(gridDim.x) - 1) a.queue[0] = a.queue[1] = 0;
+  }
+  cp_async_wait<0>();  // no copy of this thread's outlives it
+}
+
+// The end of chunk q in one MMA warp (meta: its last stage's), see above.
+// acc is left undefined (the caller zeroes it for the next chunk).
+template <int NT, int RT>
+__device__ __forceinline__ void finish_chunk(const MmaGemmArgs& a, const ChunkQueue& cq, int q, const int* meta,
+                                             float (&acc)[RT][NT][4]) {
+  if (cq.per_unit == 1) {
+    store_h<NT, RT>(a, meta, acc);
+    return;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // [chunk][warp][rt * NT + nt][lane]: a warp's 16-byte stores of one fragment are contiguous.
+  auto slot = [&](int chunk) { return a.chunk_partial + (size_t(chunk) * kMmaWarps + warp) * (RT * NT * 32) + lane; };
+  float4* mine = slot(q);
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      __stcg(mine + (rt * NT + nt) * 32, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+  __syncwarp();  // every lane's slot is stored before lane 0 releases it
+  const int unit = cq.unit(q);
+  int* counter = a.chunk_counters + size_t(unit) * kMmaWarps + warp;
+  int before = 0;
+  if (lane == 0) {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    before = atomicAdd(counter, 1);
+  }
+  if (__shfl_sync(0xffffffffu, before, 0) != cq.per_unit - 1) return;
+  if (lane == 0) {
+    *counter = 0;
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire: the other chunks' slots
+  }
+  __syncwarp();
+  // Every slot from memory, this chunk's too (the warp's own stores, so
+  // visible to it): the sum reuses acc's registers; a separate sum spilled
+  // the 32-route kernels.
+  const int q0 = unit * cq.per_unit;
+  for (int c = q0; c < q0 + cq.per_unit; ++c) {
+    const float4* part = slot(c);
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const float4 v = __ldcg(part + (rt * NT + nt) * 32);
+        const bool first = c == q0;
+        acc[rt][nt][0] = first ? v.x : acc[rt][nt][0] + v.x;
+        acc[rt][nt][1] = first ? v.y : acc[rt][nt][1] + v.y;
+        acc[rt][nt][2] = first ? v.z : acc[rt][nt][2] + v.z;
+        acc[rt][nt][3] = first ? v.w : acc[rt][nt][3] + v.w;
+      }
+  }
+  store_h<NT, RT>(a, meta, acc);
+}
+
+// The MMA warps on the queue: the stages as they land until the producer's
+// end slot, each of GEMM 1's chunks ended by finish_chunk, each of GEMM 2's
+// units by its store (and combine) as in moe_ws_kernel.
+template <bool kDown, bool kSplit, int NT, int RT, int C>
+__device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaStages& cs, const ChunkQueue& cq,
+                                               unsigned char* smem, uint64_t* full, uint64_t* empty,
+                                               const uint4* minus136_frag, int* combine) {
+  using T = MmaTile<NT, RT>;
+  using P = WsPipeline<NT, RT, C>;
+  constexpr bool kPairStages = NT * RT <= 2 && C == 3;  // as in moe_ws_kernel
+  float acc[RT][NT][4];
+  zero_acc(acc);
+  int slot = 0, in_chunk = 0, length = 0;
+  uint32_t phase = 0;
+  auto meta_of = [&](int s) {
+    return reinterpret_cast<const int*>(smem + s * T::kStageBytes + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+  };
+#pragma unroll 1
+  for (;;) {
+    mbar_wait(full + slot, phase);
+    const int* meta = meta_of(slot);
+    if (meta[0] < 0) break;
+    const int q = meta[3];  // GEMM 1: the chunk (GEMM 2: the split)
+    if (in_chunk == 0) length = kDown ? cs.unit_groups : cq.length(q, cs.unit_groups);
+    const int n_slot = slot + 1 == P::kStages ? 0 : slot + 1;
+    const uint32_t n_phase = slot + 1 == P::kStages ? phase ^ 1 : phase;
+    bool pair = false;
+    if constexpr (kPairStages)
+      pair = __all_sync(0xffffffffu, in_chunk + 1 < length && mbar_test(full + n_slot, n_phase));
+    const unsigned char* stage = smem + slot * T::kStageBytes;
+    if (pair)
+      compute_two_stages<NT, RT>(stage, smem + n_slot * T::kStageBytes, meta[2], minus136_frag, acc);
+    else
+      compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
+    in_chunk += pair ? 2 : 1;
+    if (in_chunk == length) {
+      if constexpr (kDown) {
+        store_partials<NT, RT>(a, meta, acc, cs.splits);
+        if (!a.deferred_combine)
+          count_and_combine<NT, RT>(a, cs.routes<NT>(a).token_routes, meta, cs.row_groups, cs.splits, combine);
+      } else {
+        finish_chunk<NT, RT>(a, cq, q, meta, acc);
+      }
+      zero_acc(acc);
+      in_chunk = 0;
+    }
+    __syncwarp();  // every lane is done with the slots (and their metadata)
+    if ((threadIdx.x & 31) == 0) {
+      mbar_arrive(empty + slot);
+      if (pair) mbar_arrive(empty + n_slot);
+    }
+    slot = n_slot, phase = n_phase;
+    if (pair) {
+      if (++slot == P::kStages) slot = 0, phase ^= 1;
+    }
+  }
+  if constexpr (kDown) {
+    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
+  } else {
+    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
+  }
+}
+
+// kQueue: the GEMM on the work queue (above) instead of CtaStages' schedule.
+template <bool kDown, int NT, int RT, int C, bool kSplit, bool kQueue = false>
 __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs a) {
   static_assert(kDown || !kSplit, "only GEMM 2 splits its reduction");
   using T = MmaTile<NT, RT>;
@@ -122,6 +347,16 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   __syncthreads();  // the last CTA-wide barrier: the producer warp leaves the MMA warps' barriers
 
   const CtaStages cs = cta_stages<kDown, kSplit, NT, RT>(a, own_routing);
+  if constexpr (kQueue) {
+    const ChunkQueue cq = chunk_queue<kDown>(a, cs);
+    if (threadIdx.x >= kMmaThreads) {
+      queue_producer<kDown, NT, RT, C>(a, cs, cq, mma_smem, full, empty);
+    } else {
+      if constexpr (kDown) down_launch_dependents(a);  // as below
+      queue_consumer<kDown, kSplit, NT, RT, C>(a, cs, cq, mma_smem, full, empty, minus136_frag, combine);
+    }
+    return;
+  }
   const int blocks = cs.blocks, splits = cs.splits, unit_groups = cs.unit_groups, total = cs.total;
 
   if (threadIdx.x >= kMmaThreads) {
@@ -155,7 +390,8 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       const int p_unit0 = p_unit, p_group0 = p_group;
       const UnitMeta<NT> cur0 = cur, next0 = next;
       for (int i = 0; i < first; ++i) {
-        ws_issue_weights<NT, RT>(cur, cur.split * unit_groups + p_group, stage_at(), full + p_slot, evict_first);
+        ws_issue_weights<NT, RT>(cur, cur.split * unit_groups + p_group, stage_at(), full + p_slot, evict_first,
+                                 cur.split);
         advance();
       }
       pdl_wait();
@@ -170,7 +406,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     for (int i = first; i < total; ++i) {
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
       const int group = cur.split * unit_groups + p_group;
-      ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first);
+      ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
       ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
       advance();
     }

@@ -117,7 +117,8 @@ const std::vector<std::string>& moe_variant_names() {
   static const std::vector<std::string> names = {
       "default",    "mma_cta_copies",   "mma",        "mma_rows64",     "mma_rows128",
       "mma_nopdl",  "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
-      "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "gemv"};
+      "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "mma_queue",
+      "mma_queue_down", "gemv"};
   return names;
 }
 
@@ -158,9 +159,12 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
                             variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
                             variant == "mma_unit_combine" || variant == "mma_grid_combine" ||
-                            variant == "mma_align_launch";
+                            variant == "mma_align_launch" || variant.rfind("mma_queue", 0) == 0;
   const bool may_defer = from_default && variant != "mma_unit_combine";
-  p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups;
+  // GEMM 1's work queue fills the CTAs whatever the unit count, as stream-K does.
+  p.queue_chunk_stages = variant == "mma_queue" ? kQueueChunkStages : 0;
+  p.queue_down = variant == "mma_queue" || variant == "mma_queue_down";
+  p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups && p.queue_chunk_stages == 0;
   // The model prices the CTAs that too few units leave idle, and takes 64-row
   // units to fill them. Two schedules fill them whatever the unit count:
   // GEMM 1 on stream-K, and GEMM 2 in the variants that may combine after
@@ -189,7 +193,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
       throw std::invalid_argument("moe_w4a16: variant mma_rows128 needs blocks of <= 32 routes");
     p.tile_rows_up = p.tile_rows_down = 128;
   } else {
-    p.tile_rows_up = rows128_fits && p.stream_k_up ? 128 : pick(2 * d.I, d.H);
+    p.tile_rows_up = rows128_fits && (p.stream_k_up || p.queue_chunk_stages) ? 128 : pick(2 * d.I, d.H);
     p.tile_rows_down = rows128_fits && may_defer && down_fills_at_128() ? 128 : pick(d.H, d.I);
   }
   p.ctas_up = ctas(p.tile_rows_up);

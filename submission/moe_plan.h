@@ -240,6 +240,8 @@ struct MoePlan {
   bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies; needs unit_contiguous)
   bool deferred_combine = false;  // mma: GEMM 2 combines after all its units (combine_all_tokens), not per unit
   bool cta_align = false;  // warp-specialised: each GEMM CTA aligns the routes itself, no alignment launch
+  int queue_chunk_stages = 0;  // warp-specialised: > 0 runs GEMM 1 on the work queue, chunks of this many stages
+  bool queue_down = false;     // warp-specialised: GEMM 2 on the work queue (whole units)
 };
 
 // Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
@@ -268,6 +270,11 @@ __host__ __device__ inline AlignedRoutes aligned_routes_at(int* p, int block_tok
 // The most a GEMM CTA holds in shared memory to align its own routes (2 KB):
 // within every kernel's slack below its CTAs' share of the SM (kMmaSmemPerSm).
 constexpr int kCtaRoutingMaxInts = 512;
+
+// Stages per chunk of GEMM 1 on the work queue (mma_queue).
+// At 8 every shape ran slower than at 16, most by 6-8% (docs/perf-log.md,
+// round 48): each chunk's end stops its MMA warps for the post and count.
+constexpr int kQueueChunkStages = 16;
 
 // GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
 constexpr int kStreamKMinGroups = 32;
@@ -303,6 +310,11 @@ void validate_moe_dims(const MoeDims& d);
 //                 units (combine_all_tokens)
 //   mma_align_launch  the default with the alignment always its own launch
 //                 (no cta_align)
+//   mma_queue_down  the default with GEMM 2 on the work queue
+//                 (moe_mma_ws.cuh): CTAs take whole units as they free up
+//   mma_queue     mma_queue_down with GEMM 1 on the work queue too, in
+//                 chunks of kQueueChunkStages stages, 128-row units where
+//                 they fit
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the

@@ -13,7 +13,8 @@
 // default GEMMs are the warp-specialised kernels of moe_mma_ws.cuh.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
 // mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
-// mma_occ_splitk, mma_cta_copies, mma_align_launch, gemv.
+// mma_occ_splitk, mma_cta_copies, mma_align_launch, mma_queue, mma_queue_down,
+// gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -101,6 +102,30 @@ MmaKernel pick_mma_kernel(int block_tokens, int tile_rows, int ctas, bool ws) {
   }
   throw std::invalid_argument("moe_w4a16: no kernel for this block size");
 }
+// A GEMM on the work queue (moe_mma_ws.cuh): the warp-specialised kernel
+// with 3 CTAs per SM.
+template <bool kDown, bool kSplit, int NT, int RT>
+MmaKernel queue_kernel_for() {
+  return {moe_ws_kernel<kDown, NT, RT, 3, kSplit, true>, WsPipeline<NT, RT, 3>::kSmemBytes, MmaTile<NT, RT>::kRows,
+          kWsThreads};
+}
+template <bool kDown, bool kSplit, int NT>
+MmaKernel queue_kernel_rows(int tile_rows) {
+  constexpr int kRt128 = NT < 8 ? 2 : 1;  // 128-row units are refused with blocks of 64 (queue_kernel)
+  return tile_rows == 128 ? queue_kernel_for<kDown, kSplit, NT, kRt128>() : queue_kernel_for<kDown, kSplit, NT, 1>();
+}
+template <bool kDown, bool kSplit>
+MmaKernel queue_kernel(const MoePlan& p, int tile_rows) {
+  if (!p.warp_specialized || (kDown ? p.ctas_down : p.ctas_up) != 3 || (p.block_tokens == 64 && tile_rows == 128))
+    throw std::invalid_argument("moe_w4a16: the work queue runs on the warp-specialised kernel, 3 CTAs per SM");
+  switch (p.block_tokens) {
+    case 8: return queue_kernel_rows<kDown, kSplit, 1>(tile_rows);
+    case 16: return queue_kernel_rows<kDown, kSplit, 2>(tile_rows);
+    case 32: return queue_kernel_rows<kDown, kSplit, 4>(tile_rows);
+    case 64: return queue_kernel_rows<kDown, kSplit, 8>(tile_rows);
+  }
+  throw std::invalid_argument("moe_w4a16: no kernel for this block size");
+}
 template <bool kDown>
 MmaKernel pick_mma_kernel(const MoePlan& p, int tile_rows) {
   const int ctas = kDown ? p.ctas_down : p.ctas_up;
@@ -174,6 +199,10 @@ class MoeW4A16 final : public Moe {
                    io.out, io.topk_ids, io.topk_weights,
                    d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local,
                    plan_.cta_align ? 1 : 0, plan_.max_blocks};
+    up.chunk_stages = plan_.queue_chunk_stages;
+    up.queue = queue_.as<int>();
+    up.chunk_partial = chunk_partial_.as<float4>();
+    up.chunk_counters = chunk_counters_.as<int>();
     MmaGemmArgs down = up;
     down.stream_k = 0;
     down.weights = w2_.as<uint4>();
@@ -182,6 +211,7 @@ class MoeW4A16 final : public Moe {
     down.groups = d_.I / kGroup;
     down.splits = plan_.splits_down;
     down.act = h_.as<bf16>();
+    down.queue = queue_down_.as<int>();
     // GEMM 1 is chained to the alignment launch; without one it is the op's
     // first launch and waits for the caller's work as any launch does.
     launch(up_, up_grid_, up, !plan_.cta_align, stream);
@@ -197,8 +227,11 @@ class MoeW4A16 final : public Moe {
     s13_ = DeviceMemory(tg13 * kTileGroupScaleWords * 4);
     w2_ = DeviceMemory(tg2 * kTileGroupBytes);
     s2_ = DeviceMemory(tg2 * kTileGroupScaleWords * 4);
-    up_ = pick_mma_kernel<false>(plan_, plan_.tile_rows_up);
-    down_ = pick_mma_kernel<true>(plan_, plan_.tile_rows_down);
+    up_ = plan_.queue_chunk_stages ? queue_kernel<false, false>(plan_, plan_.tile_rows_up)
+                                   : pick_mma_kernel<false>(plan_, plan_.tile_rows_up);
+    down_ = !plan_.queue_down             ? pick_mma_kernel<true>(plan_, plan_.tile_rows_down)
+            : plan_.splits_down > 1 ? queue_kernel<true, true>(plan_, plan_.tile_rows_down)
+                                    : queue_kernel<true, false>(plan_, plan_.tile_rows_down);
     // Tiles per pack of the layout (tile_group_index): the kernels' units, or 1.
     const int pack13 = plan_.unit_contiguous ? up_.tile_rows / kTileRows : 1;
     const int pack2 = plan_.unit_contiguous ? down_.tile_rows / kTileRows : 1;
@@ -231,8 +264,25 @@ class MoeW4A16 final : public Moe {
                                            cudaSharedmemCarveoutMaxShared));
     }
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
+    // On the chunk queue a CTA's work is a chunk, of which a unit has
+    // ceil(groups / chunk_stages).
+    const long long chunks_per_unit =
+        plan_.queue_chunk_stages ? (H / kGroup + plan_.queue_chunk_stages - 1) / plan_.queue_chunk_stages : 1;
     up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem + routing_smem_, sms,
-                               max_units_up);
+                               max_units_up * chunks_per_unit);
+    if (plan_.queue_chunk_stages) {
+      // A slot per chunk: each MMA warp's accumulators, 32 lanes x RT x NT float4.
+      const size_t slot = size_t(kMmaThreads) * (up_.tile_rows / 64) * (plan_.block_tokens / 8) * sizeof(float4);
+      if (chunks_per_unit > 1) {
+        chunk_partial_ = DeviceMemory(size_t(max_units_up * chunks_per_unit) * slot);
+        chunk_counters_ = DeviceMemory(size_t(max_units_up) * kMmaWarps * sizeof(int));
+        SUBMISSION_CUDA(cudaMemset(chunk_counters_.as<int>(), 0, size_t(max_units_up) * kMmaWarps * sizeof(int)));
+      }
+    }
+    for (DeviceMemory* q : {&queue_, &queue_down_}) {
+      *q = DeviceMemory(2 * sizeof(int));
+      SUBMISSION_CUDA(cudaMemset(q->as<int>(), 0, 2 * sizeof(int)));
+    }
     if (plan_.stream_k_up) {
       // One posted part per CTA at most (of its first unit; the CTA that
       // holds a unit's first stage finishes it from its registers), the
@@ -271,6 +321,7 @@ class MoeW4A16 final : public Moe {
   int gemv_grid_ = 0;
   // tensor-core path
   DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, grid_arrivals_, sk_partial_, sk_counters_;
+  DeviceMemory queue_, queue_down_, chunk_partial_, chunk_counters_;  // the work queues (moe_mma_ws.cuh)
   MmaKernel up_{}, down_{};
   int up_grid_ = 0, down_grid_ = 0;
   int routing_smem_ = 0;  // bytes of shared memory past each GEMM CTA's pipeline for cta_align

@@ -258,6 +258,31 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     CHECK(a.deferred_combine == b.deferred_combine);
     CHECK(a.warp_specialized == b.warp_specialized);
   }
+  // The work queues: GEMM 1's instead of stream-K (or round-robin units),
+  // with 128-row units where they fit; GEMM 2's with the default's units and
+  // split; on the warp-specialised kernel with 3 CTAs per SM.
+  for (const MoeDims& d : {qwen3_1, mixtral1, mixtral64, MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
+    CAPTURE(d.M);
+    const MoePlan a = plan_moe(d, "default", kSms);
+    for (const char* v : {"mma_queue", "mma_queue_down"}) {
+      CAPTURE(v);
+      const MoePlan q = plan_moe(d, v, kSms);
+      const bool up = std::string(v) == "mma_queue";
+      CHECK(q.queue_chunk_stages == (up ? kQueueChunkStages : 0));
+      CHECK(q.queue_down);
+      CHECK(q.stream_k_up == (up ? false : a.stream_k_up));
+      CHECK(q.warp_specialized);
+      CHECK(q.ctas_up == 3);
+      CHECK(q.ctas_down == 3);
+      CHECK(q.tile_rows_up == (up ? (q.block_tokens <= 32 ? 128 : 64) : a.tile_rows_up));
+      CHECK(q.tile_rows_down == a.tile_rows_down);
+      CHECK(q.splits_down == a.splits_down);
+      CHECK(q.deferred_combine == a.deferred_combine);
+      CHECK(q.cta_align == a.cta_align);
+    }
+    CHECK(a.queue_chunk_stages == 0);
+    CHECK_FALSE(a.queue_down);
+  }
   CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
   CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
   const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},
