@@ -118,7 +118,7 @@ const std::vector<std::string>& moe_variant_names() {
       "default",    "mma_cta_copies",   "mma",        "mma_rows64",     "mma_rows128",
       "mma_nopdl",  "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
       "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "mma_queue",
-      "mma_queue_down", "gemv"};
+      "mma_queue_down", "mma_no_queue", "gemv"};
   return names;
 }
 
@@ -159,11 +159,11 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const bool from_default = variant == "default" || variant == "mma_rows64" || variant == "mma_rows128" ||
                             variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
                             variant == "mma_unit_combine" || variant == "mma_grid_combine" ||
-                            variant == "mma_align_launch" || variant.rfind("mma_queue", 0) == 0;
+                            variant == "mma_align_launch" || variant.rfind("mma_queue", 0) == 0 ||
+                            variant == "mma_no_queue";
   const bool may_defer = from_default && variant != "mma_unit_combine";
   // GEMM 1's work queue fills the CTAs whatever the unit count, as stream-K does.
   p.queue_chunk_stages = variant == "mma_queue" ? kQueueChunkStages : 0;
-  p.queue_down = variant == "mma_queue" || variant == "mma_queue_down";
   p.stream_k_up = from_default && d.H / kGroup >= kStreamKMinGroups && p.queue_chunk_stages == 0;
   // The model prices the CTAs that too few units leave idle, and takes 64-row
   // units to fill them. Two schedules fill them whatever the unit count:
@@ -215,6 +215,9 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const double down_units = expected_routing(d, p.block_tokens).blocks * row_groups_down * p.splits_down;
   p.deferred_combine = variant == "mma_grid_combine" ||
                        (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
+  p.queue_down = variant == "mma_queue" || variant == "mma_queue_down" ||
+                 (from_default && variant != "mma_no_queue" && p.warp_specialized && p.ctas_down == 3 &&
+                  down_units >= kQueueDownMinWaves * resident_down);
   // At most 32 routes, warp 0 of each GEMM CTA aligns them itself into
   // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
   // launches: the alignment launch's own start and end and GEMM 1's reads of

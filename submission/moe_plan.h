@@ -271,6 +271,14 @@ __host__ __device__ inline AlignedRoutes aligned_routes_at(int* p, int block_tok
 // within every kernel's slack below its CTAs' share of the SM (kMmaSmemPerSm).
 constexpr int kCtaRoutingMaxInts = 512;
 
+// GEMM 2 takes its units from the work queue (moe_mma_ws.cuh) where the
+// expected units (uniform routing, splits included) make at least this many
+// waves of resident CTAs. With fewer, few CTAs get a second unit to take
+// from a slower one, and the takes only cost: on the H200 qwen3 M=1 (0.65
+// waves) and dsv3 M=8 (1.02) ran 1% slower on the queue, every public shape
+// from 2.6 waves 0-5% faster (docs/perf-log.md, round 48).
+constexpr double kQueueDownMinWaves = 2.0;
+
 // Stages per chunk of GEMM 1 on the work queue (mma_queue).
 // At 8 every shape ran slower than at 16, most by 6-8% (docs/perf-log.md,
 // round 48): each chunk's end stops its MMA warps for the post and count.
@@ -291,9 +299,11 @@ void validate_moe_dims(const MoeDims& d);
 //                 stream-K schedule, GEMM 2's reduction split where its units
 //                 leave CTAs idle (moe_down_splits) and its combine after all
 //                 its units (combine_all_tokens) where they take more than
-//                 one wave of CTAs, GEMMs PDL-chained, on the
-//                 warp-specialised kernels (moe_mma_ws.cuh: a producer warp
-//                 copies, weights packed per unit)
+//                 one wave of CTAs, its CTAs taking the units from the work
+//                 queue where they make kQueueDownMinWaves waves, GEMMs
+//                 PDL-chained, on the warp-specialised kernels
+//                 (moe_mma_ws.cuh: a producer warp copies, weights packed
+//                 per unit)
 //   mma_cta_copies  the default on moe_mma_kernel (every thread copies by
 //                 cp.async, a CTA barrier per stage): the default before
 //                 the producer warp
@@ -310,11 +320,13 @@ void validate_moe_dims(const MoeDims& d);
 //                 units (combine_all_tokens)
 //   mma_align_launch  the default with the alignment always its own launch
 //                 (no cta_align)
-//   mma_queue_down  the default with GEMM 2 on the work queue
+//   mma_queue_down  the default with GEMM 2 always on the work queue
 //                 (moe_mma_ws.cuh): CTAs take whole units as they free up
 //   mma_queue     mma_queue_down with GEMM 1 on the work queue too, in
 //                 chunks of kQueueChunkStages stages, 128-row units where
 //                 they fit
+//   mma_no_queue  the default with GEMM 2 never on the work queue (the
+//                 default before round 48)
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the

@@ -14,7 +14,7 @@
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
 // mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
 // mma_occ_splitk, mma_cta_copies, mma_align_launch, mma_queue, mma_queue_down,
-// gemv.
+// mma_no_queue, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>

@@ -281,8 +281,30 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
       CHECK(q.cta_align == a.cta_align);
     }
     CHECK(a.queue_chunk_stages == 0);
-    CHECK_FALSE(a.queue_down);
+    const MoePlan n = plan_moe(d, "mma_no_queue", kSms);
+    CHECK_FALSE(n.queue_down);
+    CHECK(n.tile_rows_up == a.tile_rows_up);
+    CHECK(n.tile_rows_down == a.tile_rows_down);
+    CHECK(n.splits_down == a.splits_down);
+    CHECK(n.stream_k_up == a.stream_k_up);
+    CHECK(n.deferred_combine == a.deferred_combine);
+    CHECK(n.cta_align == a.cta_align);
   }
+  // The default's GEMM 2 takes the queue from kQueueDownMinWaves waves of
+  // expected units on: every public shape but qwen3 M=1 (0.65 waves) and
+  // dsv3 M=8 (1.02); never on the kernels without a producer warp, nor with
+  // 4 CTAs per SM.
+  for (const MoeDims& d : {MoeDims{16, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
+                           MoeDims{32, 7168, 2048, 256, 32, 8, 5}, MoeDims{128, 7168, 2048, 256, 32, 8, 0},
+                           mixtral1, mixtral64}) {
+    CAPTURE(d.M);
+    CHECK(plan_moe(d, "default", kSms).queue_down);
+    CHECK_FALSE(plan_moe(d, "mma_cta_copies", kSms).queue_down);
+  }
+  CHECK_FALSE(plan_moe(qwen3_1, "default", kSms).queue_down);
+  CHECK_FALSE(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).queue_down);
+  CHECK_FALSE(plan_moe(MoeDims{16, 2048, 768, 128, 128, 8, 0}, "mma_ws4", kSms).queue_down);  // blocks of 8: 4 CTAs
+  CHECK(plan_moe(qwen3_1, "mma_queue_down", kSms).queue_down);
   CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
   CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
   const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},
