@@ -8,8 +8,9 @@
 // block are its N side (8-wide token tiles), so a block of 1..8 routes wastes
 // no weight bytes. A work unit is (block, tile_rows weight rows) over the whole
 // reduction dim; persistent CTAs take units round-robin in row-group-major
-// order and stream them through one continuous cp.async pipeline of stages of
-// one scale group (128 along the reduction dim): every stage holds the unit's
+// order (or, on the work queue of moe_mma_ws.cuh, as they free up) and
+// stream them through one continuous cp.async pipeline of stages of one
+// scale group (128 along the reduction dim): every stage holds the unit's
 // weights, their scales and the block's activations, so the pipeline never
 // drains at a unit boundary. Each warp owns RT tiles of a unit and all of its
 // routes; no reduction across warps or CTAs is needed for a unit.
@@ -113,11 +114,11 @@ struct MmaGemmArgs {
   int M, H, I, k, ep_rank, E_local;
   int cta_align;            // 1: the CTA aligns the routes itself (cta_align_routes), `routes` unused
   int max_blocks;           // the routing's block bound (cta_align's layout)
-  // GEMM 1 on the chunk queue (moe_ws_kernel with kQueue, moe_mma_ws.cuh):
-  int chunk_stages;         // stages per chunk of a unit (the unit's last chunk may be shorter)
-  int* queue;               // [2]: chunks taken, CTAs done; zero between calls
-  float4* chunk_partial;    // each chunk's posted accumulators [chunk][MMA warp][RT*NT][32 lanes]
-  int* chunk_counters;      // chunks posted per (unit, MMA warp), zero between calls
+  // The work queue (moe_ws_kernel with kQueue, moe_mma_ws.cuh), each GEMM its own:
+  int* queue;               // [2]: pieces taken, CTAs done; zero between calls
+  int chunk_stages;         // GEMM 1: stages per chunk of a unit (the unit's last chunk may be shorter)
+  float4* chunk_partial;    // GEMM 1: each chunk's posted accumulators [chunk][MMA warp][RT*NT][32 lanes]
+  int* chunk_counters;      // GEMM 1: chunks posted per (unit, MMA warp), zero between calls
 };
 
 // A read of the routing: L2 (.cg) where it is the alignment launch's output

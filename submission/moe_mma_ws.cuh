@@ -55,7 +55,7 @@ struct ProducerCopy {
 constexpr int kWsFullArrivals = 1 + 32;
 
 // A stage's metadata, then its weights and scales, announced in bytes.
-// meta[3] = tag: the unit's split, or on the chunk queue the stage's chunk.
+// meta[3] = tag: the unit's split, or on GEMM 1's work queue the stage's chunk.
 template <int NT, int RT>
 __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int group, unsigned char* stage,
                                                  uint64_t* full, uint64_t evict_first, int tag) {
