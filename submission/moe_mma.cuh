@@ -30,6 +30,8 @@
 
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "submission/moe_align.cuh"
 #include "submission/moe_plan.h"
 #include "submission/moe_ptx.cuh"
@@ -341,34 +343,38 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
   }
 }
 
-// The stage's MMAs for the block's routes: N = the token tiles that hold a
-// route (a block has at least one), chosen by one branch per stage.
-template <int NT, int RT, int N = NT>
-__device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes, const uint4* minus136_frag,
-                                              float (&acc)[RT][NT][4]) {
+// f(std::integral_constant<int, N>) for N = the token tiles that hold one of
+// the block's routes (a block has at least one), chosen at run time so
+// that f's MMAs need no predicate (compute_stage_tiles).
+template <int NT, int N = NT, class F>
+__device__ __forceinline__ void with_route_tiles(int routes, const F& f) {
   if constexpr (N > 1) {
     if (routes <= 8 * (N - 1)) {
-      compute_stage<NT, RT, N - 1>(stage, routes, minus136_frag, acc);
+      with_route_tiles<NT, N - 1>(routes, f);
       return;
     }
   }
-  compute_stage_tiles<N, NT, RT>(stage, minus136_frag, acc);
+  f(std::integral_constant<int, N>{});
+}
+
+// The stage's MMAs for the block's routes.
+template <int NT, int RT>
+__device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes, const uint4* minus136_frag,
+                                              float (&acc)[RT][NT][4]) {
+  with_route_tiles<NT>(routes,
+                       [&](auto n) { compute_stage_tiles<decltype(n)::value, NT, RT>(stage, minus136_frag, acc); });
 }
 
 // Two stages of the same unit, one after the other in the instruction
 // stream with no branch between them, so that the scheduler can overlap the
 // second's loads and dequantisation with the first's MMA chain.
-template <int NT, int RT, int N = NT>
+template <int NT, int RT>
 __device__ __forceinline__ void compute_two_stages(const unsigned char* stage0, const unsigned char* stage1, int routes,
                                                    const uint4* minus136_frag, float (&acc)[RT][NT][4]) {
-  if constexpr (N > 1) {
-    if (routes <= 8 * (N - 1)) {
-      compute_two_stages<NT, RT, N - 1>(stage0, stage1, routes, minus136_frag, acc);
-      return;
-    }
-  }
-  compute_stage_tiles<N, NT, RT>(stage0, minus136_frag, acc);
-  compute_stage_tiles<N, NT, RT>(stage1, minus136_frag, acc);
+  with_route_tiles<NT>(routes, [&](auto n) {
+    compute_stage_tiles<decltype(n)::value, NT, RT>(stage0, minus136_frag, acc);
+    compute_stage_tiles<decltype(n)::value, NT, RT>(stage1, minus136_frag, acc);
+  });
 }
 
 template <int NT, int RT>
