@@ -100,7 +100,6 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
   cp_async_mbar_arrive(full);
 }
 
-
 // ------------------------------------------------------------ the work queue
 // Why: stream-K and round-robin units give the CTAs equal stages, but they
 // stream at rates up to a third apart (docs/perf-log.md, round 46: mixtral
