@@ -790,6 +790,17 @@ __device__ __forceinline__ void consume_two_stages(const MmaGemmArgs& a, const C
   end_stages<kDown, kSplit, NT, RT>(a, cs, meta, 2, cta_last, combine, pos, acc);
 }
 
+// A GEMM CTA's last step, after its last unit: GEMM 2's deferred combine, or
+// GEMM 1's zeros for the tokens with no local route.
+template <bool kDown, bool kSplit, int NT>
+__device__ __forceinline__ void finish_gemm(const MmaGemmArgs& a, const CtaStages& cs) {
+  if constexpr (kDown) {
+    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
+  } else {
+    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
+  }
+}
+
 // C: the CTAs per SM the kernel is built for (its register cap and its
 // pipeline depth, MmaPipeline). kSplit: GEMM 2 with a split reduction; the
 // kernels without it see splits = 1 at compile time (the split loop in the
@@ -874,11 +885,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
   }
   cp_async_wait<0>();
 
-  if constexpr (kDown) {
-    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
-  } else {
-    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
-  }
+  finish_gemm<kDown, kSplit, NT>(a, cs);
 }
 
 }  // namespace submission::moe

@@ -125,7 +125,7 @@ struct ChunkQueue {
 template <bool kDown>
 __device__ __forceinline__ ChunkQueue chunk_queue(const MmaGemmArgs& a, const CtaStages& cs) {
   if constexpr (kDown) return {1, cs.units, cs.unit_groups};
-  const int per_unit = (cs.unit_groups + a.chunk_stages - 1) / a.chunk_stages;
+  const int per_unit = queue_chunks_per_unit(cs.unit_groups, a.chunk_stages);
   return {per_unit, cs.units * per_unit, a.chunk_stages};
 }
 
@@ -295,13 +295,10 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
       compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
     in_chunk += pair ? 2 : 1;
     if (in_chunk == length) {
-      if constexpr (kDown) {
-        store_partials<NT, RT>(a, meta, acc, cs.splits);
-        if (!a.deferred_combine)
-          count_and_combine<NT, RT>(a, cs.routes<NT>(a).token_routes, meta, cs.row_groups, cs.splits, combine);
-      } else {
+      if constexpr (kDown)
+        finish_unit<true, kSplit, NT, RT>(a, meta, acc, cs, 0, length, cs.row_groups, cs.splits, combine);
+      else
         finish_chunk<NT, RT>(a, cq, q, meta, acc);
-      }
       zero_acc(acc);
       in_chunk = 0;
     }
@@ -315,11 +312,7 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
       if (++slot == P::kStages) slot = 0, phase ^= 1;
     }
   }
-  if constexpr (kDown) {
-    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
-  } else {
-    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
-  }
+  finish_gemm<kDown, kSplit, NT>(a, cs);
 }
 
 // kQueue: the GEMM on the work queue (above) instead of CtaStages' schedule.
@@ -458,11 +451,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       ++f;
     }
   }
-  if constexpr (kDown) {
-    if (a.deferred_combine) combine_all_tokens<kSplit>(a);
-  } else {
-    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
-  }
+  finish_gemm<kDown, kSplit, NT>(a, cs);
 }
 
 }  // namespace submission::moe

@@ -279,6 +279,10 @@ constexpr int kCtaRoutingMaxInts = 512;
 // from 2.6 waves 0-5% faster (docs/perf-log.md, round 48).
 constexpr double kQueueDownMinWaves = 2.0;
 
+// Chunks of chunk_stages stages that a unit of `groups` stages makes on
+// GEMM 1's work queue (the last may be shorter).
+MOE_HD int queue_chunks_per_unit(int groups, int chunk_stages) { return (groups + chunk_stages - 1) / chunk_stages; }
+
 // Stages per chunk of GEMM 1 on the work queue (mma_queue).
 // At 8 every shape ran slower than at 16, most by 6-8% (docs/perf-log.md,
 // round 48): each chunk's end stops its MMA warps for the post and count.

@@ -267,7 +267,7 @@ class MoeW4A16 final : public Moe {
     // On the chunk queue a CTA's work is a chunk, of which a unit has
     // ceil(groups / chunk_stages).
     const long long chunks_per_unit =
-        plan_.queue_chunk_stages ? (H / kGroup + plan_.queue_chunk_stages - 1) / plan_.queue_chunk_stages : 1;
+        plan_.queue_chunk_stages ? queue_chunks_per_unit(H / kGroup, plan_.queue_chunk_stages) : 1;
     up_grid_ = persistent_grid(reinterpret_cast<const void*>(up_.fn), up_.threads, up_.smem + routing_smem_, sms,
                                max_units_up * chunks_per_unit);
     if (plan_.queue_chunk_stages) {

@@ -645,18 +645,19 @@ using MmaKernel = void (*)(Params<Rows, Epi>);
 // rt = 2). max_rt = 1 keeps one tile per block.
 struct DirectShape {
   int ng, rt;
+  long long blocks;  // the grid's blocks at this shape
 };
 inline DirectShape direct_shape(int M, int N, int K, int sms, int max_rt) {
   const long long tiles = (N + 15) / 16;
   const int max_ng = std::min(4, (M + 7) / 8);
-  DirectShape best{max_ng, 1};
+  DirectShape best{max_ng, 1, 0};
   double best_bytes = 1e300;
   for (int ng = max_ng; ng >= 1; --ng)
     for (int rt = 1; rt <= max_rt; ++rt) {
       const long long blocks = (tiles + rt - 1) / rt * ((M + 8 * ng - 1) / (8 * ng));
       const double rows = 16.0 * std::min<long long>(rt, tiles) + std::min(8 * ng, M);
       const double bytes = double((blocks + sms - 1) / sms) * rows * K * 2;
-      if (bytes < best_bytes) best = {ng, rt}, best_bytes = bytes;
+      if (bytes < best_bytes) best = {ng, rt, blocks}, best_bytes = bytes;
     }
   return best;
 }
@@ -668,8 +669,7 @@ inline DirectShape direct_shape(int M, int N, int K, int sms, int max_rt) {
 inline bool direct_tiles_one_wave(int M, int N, int K, int sms) {
   if (M < 1 || N < 1 || K < 8) return false;
   const DirectShape s = direct_shape(M, N, K, sms, kDirectMaxTiles);
-  const long long blocks = ((N + 15) / 16 + s.rt - 1) / s.rt * ((M + 8 * s.ng - 1) / (8 * s.ng));
-  return s.rt <= 2 && blocks <= sms;
+  return s.rt <= 2 && s.blocks <= sms;
 }
 
 template <class C, bool Bulk, class Rows, class Epi>
