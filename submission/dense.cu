@@ -1,7 +1,7 @@
 // dense: out[M, N] = X[M, K] . W[N, K]^T on the small-M engine
 // (submission/small_m_gemm.cuh): one launch per call, whatever the split; or
 // through cuBLASLt (submission/dense_cublaslt.cu). "default" picks the engine's
-// direct_tiles kernel where it has been measured to beat cuBLASLt
+// direct_interleaved kernel where it has been measured to beat cuBLASLt
 // (small_m::direct_tiles_one_wave), cuBLASLt everywhere else.
 #include <memory>
 #include <string>
@@ -53,13 +53,14 @@ std::vector<std::string> dense_variants() {
 }  // namespace detail
 
 std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, const std::string& variant) {
-  // Measured on the H200 at M = 32 (docs/perf-log.md, round 33): direct_tiles
-  // runs 1.03-1.05x of cuBLASLt where its blocks fit one wave of at most two
-  // tiles each, and loses elsewhere (0.86-0.98x), as every other engine kernel
-  // did on every shape (0.64-0.94x).
+  // Measured on the H200 at M = 32 (docs/perf-log.md, rounds 33 and 51):
+  // direct_tiles runs 1.03-1.05x of cuBLASLt where its blocks fit one wave of
+  // at most two tiles each, and loses elsewhere (0.86-0.98x), as every other
+  // engine kernel did on every shape (0.64-0.94x); on its chunk-major copy
+  // (direct_interleaved) it is 0-1.5% faster there.
   if (variant == "default")
     return small_m::direct_tiles_one_wave(dims.M, dims.N, dims.K, device_sm_count())
-               ? std::make_unique<DenseOp>(dims, w, small_m::Kernel::direct_tiles)
+               ? std::make_unique<DenseOp>(dims, w, small_m::Kernel::direct_interleaved)
                : make_dense_cublaslt(dims, w);
   if (variant == "cublaslt") return make_dense_cublaslt(dims, w);
   return std::make_unique<DenseOp>(dims, w, small_m::kernel_for_variant("dense", variant));

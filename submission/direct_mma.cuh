@@ -73,9 +73,9 @@ __device__ __forceinline__ uint4 load_shared_readonly(const __nv_bfloat16* p, bo
 //   RowMajor: W as it is, rows wa and wb (nullptr past the last row), K long; one tile. A warp's
 //     load touches 8 rows, 64 bytes of each.
 //   PackedTiles: each tile's fragments in the order the warps read them, [chunk][row half][lane]
-//     16-byte pieces (pack_tiles), zero-padded: a warp's load is 512 contiguous bytes and a
-//     block's tile one contiguous run, the pattern of a plain streaming read. Tiles consecutive
-//     tiles from `tile` on, of which the first `count` exist (the rest read as zeros).
+//     16-byte pieces (pack_tiles), zero-padded: a warp's load is 512 contiguous bytes. Tiles
+//     consecutive tiles from `tile` on, of which the first `count` exist (the rest read as
+//     zeros); tile_pieces and chunk_pieces are the strides of pack_tiles' TileOrder.
 struct RowMajorWeights {
   static constexpr int kTiles = 1;
   const __nv_bfloat16* wa;
@@ -91,13 +91,14 @@ struct RowMajorWeights {
 template <int Tiles>
 struct PackedTiles {
   static constexpr int kTiles = Tiles;
-  const uint4* tile;       // the first tile's first chunk
-  size_t tile_pieces = 0;  // 16-byte pieces from one tile to the next
+  const uint4* tile;         // the first tile's first chunk
+  size_t tile_pieces = 0;    // 16-byte pieces from one tile to the next
   int count = 1;
+  size_t chunk_pieces = 64;  // ... and from one chunk of a tile to its next
   __device__ __forceinline__ void load(int chunk, bool in, uint4 (&a)[Tiles], uint4 (&b)[Tiles]) const {
 #pragma unroll
     for (int r = 0; r < Tiles; ++r) {
-      const uint4* c = tile + r * tile_pieces + size_t(chunk) * 64 + threadIdx.x % 32;
+      const uint4* c = tile + r * tile_pieces + size_t(chunk) * chunk_pieces + threadIdx.x % 32;
       a[r] = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c), in && r < count);
       b[r] = load_readonly(reinterpret_cast<const __nv_bfloat16*>(c + 32), in && r < count);
     }
@@ -190,27 +191,46 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const __nv_bfloat16*
   }
 }
 
-// Packs W[N, K] into PackedWeights' layout: [16-row tile][32-wide k chunk][row half h][lane]
-// 16-byte pieces, lane (g, q) of half h holding row 16 tile + g + 8h, k = 32 chunk + 8q..,
-// zeros past N and K. Static: this header is in several files.
-static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, int N, int K, int chunks,
+// The order of pack_tiles' 16-byte pieces: [row half h][lane] within a (tile, chunk) of 1 KB,
+// lane (g, q) of half h holding row 16 tile + g + 8h, k = 32 chunk + 8q.., zeros past N and K.
+//   tile_major:  [tile][chunk]: each tile one contiguous run (the router's warps each stream
+//                their own tiles).
+//   chunk_major: [chunk][tile]: chunk c of every tile side by side, so that blocks streaming
+//                neighbouring tiles at the same pace read one contiguous region of W at a time,
+//                as a plain streaming read does, instead of as many regions as there are blocks.
+enum class TileOrder { tile_major, chunk_major };
+struct TileStrides {
+  size_t tile_pieces, chunk_pieces;
+};
+__host__ __device__ inline TileStrides tile_strides(TileOrder order, int N, int K) {
+  const size_t tiles = size_t(N + 15) / 16, chunks = size_t(K + kChunkK - 1) / kChunkK;
+  return order == TileOrder::tile_major ? TileStrides{chunks * 64, 64} : TileStrides{64, tiles * 64};
+}
+
+// Static: this header is in several files.
+static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, int N, int K, TileOrder order,
                                          uint4* __restrict__ packed, size_t pieces) {
+  const size_t tiles = size_t(N + 15) / 16, chunks = size_t(K + kChunkK - 1) / kChunkK;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces; i += size_t(gridDim.x) * blockDim.x) {
-    const int lane = int(i % 32), h = int(i / 32 % 2), chunk = int(i / 64 % chunks);
-    const size_t row = i / 64 / chunks * 16 + lane / 4 + 8 * h;
+    const int lane = int(i % 32), h = int(i / 32 % 2);
+    const size_t piece = i / 64;  // the (tile, chunk) pair, in `order`
+    const bool tile_major = order == TileOrder::tile_major;
+    const size_t tile = tile_major ? piece / chunks : piece % tiles;
+    const int chunk = int(tile_major ? piece % chunks : piece / tiles);
+    const size_t row = tile * 16 + lane / 4 + 8 * h;
     const int k = chunk * kChunkK + lane % 4 * 8;
     packed[i] = row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);
   }
 }
 
-// The packed copy of W[N, K] (K % 8 == 0), ready when this returns: tile t starts at
-// as<uint4>() + t * ceil(K / 32) * 64.
-inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K) {
+// The packed copy of W[N, K] (K % 8 == 0) in `order`, ready when this returns: tile t, chunk c
+// starts at as<uint4>() + t * tile_pieces + c * chunk_pieces (tile_strides).
+inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K, TileOrder order = TileOrder::tile_major) {
   const int chunks = (K + kChunkK - 1) / kChunkK;
   const size_t pieces = size_t((N + 15) / 16) * chunks * 64;
   DeviceMemory packed(pieces * sizeof(uint4));
   const int blocks = int(std::min<size_t>((pieces + 255) / 256, 65535));
-  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, chunks, packed.as<uint4>(), pieces);
+  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, order, packed.as<uint4>(), pieces);
   SUBMISSION_CUDA(cudaGetLastError());
   // The caller's stream may not wait on the legacy stream: finish here.
   SUBMISSION_CUDA(cudaDeviceSynchronize());

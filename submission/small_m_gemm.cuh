@@ -5,13 +5,15 @@
 // The regime is M <= 32 tokens against a large weight: the op is a single
 // streaming read of W, and everything here serves that read.
 //
-// The default kernel is `direct_tiles` (direct_gemm_kernel<NG, RT, kPacked>):
+// The default kernel is `direct_interleaved` (direct_gemm_kernel<NG, RT, kPacked>):
 // up to three 16-row tiles of W per block over all of K, loaded straight into
-// MMA fragments (direct_mma.cuh) from a copy of W packed so that each tile is
-// one contiguous run, each token load feeding every tile's MMAs; no
-// shared-memory ring, no split-K. It is the pooler's default, and dense's where
-// its blocks fit one wave of at most two tiles (direct_tiles_one_wave).
-// `direct_packed` keeps one tile per block, `direct` reads W as it is. The
+// MMA fragments (direct_mma.cuh) from a copy of W packed chunk-major (chunk c of
+// every tile side by side, so that the blocks read one region of W at a time),
+// each token load feeding every tile's MMAs; no shared-memory ring, no split-K.
+// It is the pooler's default, and dense's where its blocks fit one wave of at
+// most two tiles (direct_tiles_one_wave). `direct_tiles` is the same kernel on
+// a tile-major copy (each tile one contiguous run), `direct_packed` keeps one
+// tile per block, `direct` reads W as it is. The
 // other kernels (wide, narrow: packed weights through a cp.async or bulk-copy
 // ring, split-K where the model asks; `cluster`: one wave of clusters that
 // split K and add their partials through distributed shared memory,
@@ -386,7 +388,7 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
 // ceil(M/(8 NG))). RT = 1: two blocks per SM keep 16 warps' batches in flight. RT > 1: each token
 // load feeds RT tiles' MMAs (the token bytes an SM reads per weight byte fall RT-fold), one
 // block per SM for the registers of RT tiles in flight. kPacked: the weights come from
-// direct::pack_tiles' copy (one contiguous run per tile) instead of W itself (RT = 1 only).
+// direct::pack_tiles' copy (strides: its TileOrder) instead of W itself.
 constexpr int kDirectWarps = 8;
 constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 KB of static shared memory
 
@@ -398,8 +400,8 @@ constexpr int direct_batch() { return RT == 1 ? (NG <= 2 ? 4 : 2) : RT == 2 && N
 
 template <int NG, int RT, bool kPacked, class Rows, class Epi>
 __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
-    direct_gemm_kernel(const bf16* __restrict__ W, const uint4* __restrict__ packed, const Rows rows,
-                       const Epi epi, int M, int N, int K) {
+    direct_gemm_kernel(const bf16* __restrict__ W, const uint4* __restrict__ packed, direct::TileStrides strides,
+                       const Rows rows, const Epi epi, int M, int N, int K) {
   static_assert(RT >= 1 && RT <= kDirectMaxTiles && (kPacked || RT == 1), "direct: RT tiles of packed W");
   constexpr int kCols = 8 * NG, kTile = 16 * kCols, kBlockTile = RT * kTile;
   constexpr int kOuts = (kBlockTile + kDirectWarps * 32 - 1) / (kDirectWarps * 32);  // outputs per thread
@@ -422,9 +424,8 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
   const int chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
   float acc[RT * NG][4] = {};
   if constexpr (kPacked) {
-    const size_t tile_pieces = size_t(chunks) * 64;
-    const direct::PackedTiles<RT> w{packed + blockIdx.x * RT * tile_pieces, tile_pieces,
-                                    min(RT, (N + 15) / 16 - int(blockIdx.x) * RT)};
+    const direct::PackedTiles<RT> w{packed + blockIdx.x * RT * strides.tile_pieces, strides.tile_pieces,
+                                    min(RT, (N + 15) / 16 - int(blockIdx.x) * RT), strides.chunk_pieces};
     direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, x, K, warp, chunks, kDirectWarps, acc);
   } else {
     const int ra = n0 + g, rb = n0 + g + 8;
@@ -595,26 +596,29 @@ inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, 
 }
 
 // ------------------------------------------------------------------ host engine
-enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, direct_tiles, cluster, simt };
+enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, direct_tiles, direct_interleaved, cluster, simt };
 
 // Variant names shared by dense and pooler, "default" first.
 inline std::vector<std::string> variant_names() {
-  return {"default",    "splitk_mma",        "splitk_bulk_mma",    "narrow_mma",
-          "direct_mma", "direct_packed_mma", "direct_tiles_mma", "cluster_splitk_mma", "simt"};
+  return {"default",          "splitk_mma",       "splitk_bulk_mma",        "narrow_mma",
+          "direct_mma",       "direct_packed_mma", "direct_tiles_mma",      "direct_interleaved_mma",
+          "cluster_splitk_mma", "simt"};
 }
 
 inline Kernel kernel_for_variant(const std::string& op, const std::string& variant) {
   // Measured on the H200 (docs/perf-log.md, rounds 7 and 33): the pooler at 77-96% of its
   // floor, against 59-67% with the wide and narrow kernels the model chose between before, and
   // 1.1-1.2x ahead of direct_mma reading W as it is; direct_tiles is direct_packed where the
-  // model keeps one tile per block (H = 1024) and 2.5% faster at B = 16, H = 4096.
-  if (variant == "default") return Kernel::direct_tiles;
+  // model keeps one tile per block (H = 1024) and 2.5% faster at B = 16, H = 4096; its
+  // chunk-major copy (direct_interleaved) 1-1.6% faster at H = 4096 (round 51).
+  if (variant == "default") return Kernel::direct_interleaved;
   if (variant == "splitk_mma") return Kernel::wide;    // 128-row tiles, split-K chosen by the model
   if (variant == "splitk_bulk_mma") return Kernel::wide_bulk;  // the same, weights by cp.async.bulk
   if (variant == "narrow_mma") return Kernel::narrow;  // 16-row tiles, k split across warps
   if (variant == "direct_mma") return Kernel::direct;  // 16-row tiles, W straight into fragments
   if (variant == "direct_packed_mma") return Kernel::direct_packed;  // the same from a packed copy of W
   if (variant == "direct_tiles_mma") return Kernel::direct_tiles;  // the same, up to 3 tiles per block
+  if (variant == "direct_interleaved_mma") return Kernel::direct_interleaved;  // the same, tiles chunk-major
   if (variant == "cluster_splitk_mma") return Kernel::cluster;  // one wave, split-K reduced in clusters
   if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
   throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");
@@ -693,9 +697,10 @@ class Engine {
                                   std::to_string(M) + " N=" + std::to_string(N) +
                                   " K=" + std::to_string(K) + ")");
     const int sms = device_sm_count();
-    const bool direct = forced == Kernel::direct || forced == Kernel::direct_packed || forced == Kernel::direct_tiles;
+    const bool tiles = forced == Kernel::direct_tiles || forced == Kernel::direct_interleaved;
+    const bool direct = forced == Kernel::direct || forced == Kernel::direct_packed || tiles;
     if (direct) {
-      const DirectShape shape = direct_shape(M, N, K, sms, forced == Kernel::direct_tiles ? kDirectMaxTiles : 1);
+      const DirectShape shape = direct_shape(M, N, K, sms, tiles ? kDirectMaxTiles : 1);
       plan_.ng = shape.ng;
       plan_.rt = shape.rt;
     } else {
@@ -705,6 +710,7 @@ class Engine {
     if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
     if (forced == Kernel::simt || direct) {
       plan_.kernel = forced;
+      if (forced == Kernel::direct_interleaved) order_ = direct::TileOrder::chunk_major;
       if (forced != Kernel::simt && forced != Kernel::direct) pack_direct();  // they read W as it is
       return;
     }
@@ -737,7 +743,8 @@ class Engine {
       simt_gemm_kernel<Rows, Epi><<<(N_ + 7) / 8, 256, 0, stream>>>(W_, rows, epi, M_, N_, K_);
     } else if (plan_.kernel == Kernel::direct) {
       launch_direct<false>(rows, epi, stream);
-    } else if (plan_.kernel == Kernel::direct_packed || plan_.kernel == Kernel::direct_tiles) {
+    } else if (plan_.kernel == Kernel::direct_packed || plan_.kernel == Kernel::direct_tiles ||
+               plan_.kernel == Kernel::direct_interleaved) {
       launch_direct<true>(rows, epi, stream);
     } else if (plan_.kernel == Kernel::cluster) {
       launch_cluster(cluster_, packed_.as<uint4>(), rows, epi, M_, N_, K_, plan_.ng, stream);
@@ -790,11 +797,11 @@ class Engine {
   template <bool kPacked>
   void launch_direct(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
     const dim3 grid((N_ + 16 * plan_.rt - 1) / (16 * plan_.rt), plan_.m_chunks);
-    direct_kernel<kPacked>(plan_.ng, plan_.rt)<<<grid, kDirectWarps * 32, 0, stream>>>(W_, packed_.as<uint4>(),
-                                                                                    rows, epi, M_, N_, K_);
+    direct_kernel<kPacked>(plan_.ng, plan_.rt)<<<grid, kDirectWarps * 32, 0, stream>>>(
+        W_, packed_.as<uint4>(), direct::tile_strides(order_, N_, K_), rows, epi, M_, N_, K_);
   }
 
-  using DirectKernel = void (*)(const bf16*, const uint4*, Rows, Epi, int, int, int);
+  using DirectKernel = void (*)(const bf16*, const uint4*, direct::TileStrides, Rows, Epi, int, int, int);
   template <bool kPacked, int RT>
   static DirectKernel direct_kernel_rt(int ng) {
     return ng == 1   ? direct_gemm_kernel<1, RT, kPacked, Rows, Epi>
@@ -811,7 +818,7 @@ class Engine {
                        : direct_kernel_rt<true, 3>(ng);
   }
 
-  void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_); }
+  void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_, order_); }
 
   template <class C>
   void pack() {
@@ -835,6 +842,7 @@ class Engine {
   const bf16* W_;
   Plan plan_;
   ClusterPlan cluster_;    // Kernel::cluster
+  direct::TileOrder order_ = direct::TileOrder::tile_major;  // of packed_, direct kernels and cluster
   DeviceMemory packed_;    // uint4 chunks of the packed weights
   DeviceMemory partials_;  // float4, splits > 1
   DeviceMemory counters_;  // unsigned, splits > 1
