@@ -13,12 +13,12 @@
 // It is the pooler's default, and dense's where its blocks fit one wave of at
 // most two tiles (direct_tiles_one_wave). `direct_tiles` is the same kernel on
 // a tile-major copy (each tile one contiguous run), `direct_packed` keeps one
-// tile per block, `direct` reads W as it is. The
-// other kernels (wide, narrow: packed weights through a cp.async or bulk-copy
-// ring, split-K where the model asks; `cluster`: one wave of clusters that
-// split K and add their partials through distributed shared memory,
-// cluster_gemm.cuh) are named variants kept for comparison; all lost to
-// cuBLASLt on dense, as did direct and direct_packed.
+// tile per block, `direct` reads W as it is. The other kernels (wide, narrow:
+// packed weights through a cp.async or bulk-copy ring, split-K where the model
+// asks; `cluster`: one wave of clusters that split K and add their partials
+// through distributed shared memory, cluster_gemm.cuh) are named variants kept
+// for comparison; all lost to cuBLASLt on dense, as did direct and
+// direct_packed.
 //
 //   * Swap-AB tensor cores. mma.sync.m16n8k16 with 16 weight rows on the MMA's M
 //     side and 8 tokens on its N side, so no MMA lane is wasted at M = 8..32.
@@ -388,7 +388,8 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
 // ceil(M/(8 NG))). RT = 1: two blocks per SM keep 16 warps' batches in flight. RT > 1: each token
 // load feeds RT tiles' MMAs (the token bytes an SM reads per weight byte fall RT-fold), one
 // block per SM for the registers of RT tiles in flight. kPacked: the weights come from
-// direct::pack_tiles' copy (strides: its TileOrder) instead of W itself.
+// direct::pack_tiles' copy (strides: its TileOrder) instead of W itself (which only RT = 1
+// reads).
 constexpr int kDirectWarps = 8;
 constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 KB of static shared memory
 
@@ -600,8 +601,8 @@ enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, direct_tiles
 
 // Variant names shared by dense and pooler, "default" first.
 inline std::vector<std::string> variant_names() {
-  return {"default",          "splitk_mma",       "splitk_bulk_mma",        "narrow_mma",
-          "direct_mma",       "direct_packed_mma", "direct_tiles_mma",      "direct_interleaved_mma",
+  return {"default",           "splitk_mma",       "splitk_bulk_mma",        "narrow_mma",
+          "direct_mma",        "direct_packed_mma", "direct_tiles_mma",      "direct_interleaved_mma",
           "cluster_splitk_mma", "simt"};
 }
 
