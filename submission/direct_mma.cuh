@@ -207,19 +207,16 @@ __host__ __device__ inline TileStrides tile_strides(TileOrder order, int N, int 
   return order == TileOrder::tile_major ? TileStrides{chunks * 64, 64} : TileStrides{64, tiles * 64};
 }
 
-// Static: this header is in several files.
-static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, int N, int K, TileOrder order,
+// Static: this header is in several files. Piece i in tile-major order, written where `st` puts it.
+static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, int N, int K, TileStrides st,
                                          uint4* __restrict__ packed, size_t pieces) {
-  const size_t tiles = size_t(N + 15) / 16, chunks = size_t(K + kChunkK - 1) / kChunkK;
+  const int chunks = (K + kChunkK - 1) / kChunkK;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces; i += size_t(gridDim.x) * blockDim.x) {
-    const int lane = int(i % 32), h = int(i / 32 % 2);
-    const size_t piece = i / 64;  // the (tile, chunk) pair, in `order`
-    const bool tile_major = order == TileOrder::tile_major;
-    const size_t tile = tile_major ? piece / chunks : piece % tiles;
-    const int chunk = int(tile_major ? piece % chunks : piece / tiles);
-    const size_t row = tile * 16 + lane / 4 + 8 * h;
+    const int lane = int(i % 32), h = int(i / 32 % 2), chunk = int(i / 64 % chunks);
+    const size_t tile = i / 64 / chunks, row = tile * 16 + lane / 4 + 8 * h;
     const int k = chunk * kChunkK + lane % 4 * 8;
-    packed[i] = row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);
+    packed[tile * st.tile_pieces + chunk * st.chunk_pieces + h * 32 + lane] =
+        row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -230,7 +227,7 @@ inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K, TileOrder o
   const size_t pieces = size_t((N + 15) / 16) * chunks * 64;
   DeviceMemory packed(pieces * sizeof(uint4));
   const int blocks = int(std::min<size_t>((pieces + 255) / 256, 65535));
-  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, order, packed.as<uint4>(), pieces);
+  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, tile_strides(order, N, K), packed.as<uint4>(), pieces);
   SUBMISSION_CUDA(cudaGetLastError());
   // The caller's stream may not wait on the legacy stream: finish here.
   SUBMISSION_CUDA(cudaDeviceSynchronize());
