@@ -399,12 +399,37 @@ constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 
 template <int NG, int RT>
 constexpr int direct_batch() { return RT == 1 ? (NG <= 2 ? 4 : 2) : RT == 2 && NG <= 2 ? 4 : 2; }
 
+// Where partial (row n, token m) of a warp's tiles sits in the shared memory the warps meet in:
+// token-major, so that the sum reads and stores consecutive rows of one token (coalesced in out),
+// with each token row's rows XOR-swizzled by (m & 3) << 2 (within 16 rows, so rows = 16 RT
+// holds it). A warp's accumulator stores (8 rows by 4 token pairs) then take two wavefronts; row
+// by row they took up to eight, ~1 us at 32 tokens, with the last weight byte already in.
+__host__ __device__ constexpr int direct_partial_index(int n, int m, int rows) {
+  return m * rows + (n ^ ((m & 3) << 2));
+}
+// Every partial of a warp's tiles gets a place of its own, for every RT and token groups 1..4.
+constexpr bool direct_partial_index_is_permutation() {
+  for (int rows = 16; rows <= 16 * kDirectMaxTiles; rows += 16)
+    for (int cols = 8; cols <= 32; cols += 8) {
+      bool seen[16 * kDirectMaxTiles * 32] = {};
+      for (int n = 0; n < rows; ++n)
+        for (int m = 0; m < cols; ++m) {
+          const int e = direct_partial_index(n, m, rows);
+          if (e < 0 || e >= rows * cols || seen[e]) return false;
+          seen[e] = true;
+        }
+    }
+  return true;
+}
+static_assert(direct_partial_index_is_permutation(),
+              "direct_partial_index must place every partial of a warp's tiles once");
+
 template <int NG, int RT, bool kPacked, class Rows, class Epi>
 __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
     direct_gemm_kernel(const bf16* __restrict__ W, const uint4* __restrict__ packed, direct::TileStrides strides,
                        const Rows rows, const Epi epi, int M, int N, int K) {
   static_assert(RT >= 1 && RT <= kDirectMaxTiles && (kPacked || RT == 1), "direct: RT tiles of packed W");
-  constexpr int kCols = 8 * NG, kTile = 16 * kCols, kBlockTile = RT * kTile;
+  constexpr int kCols = 8 * NG, kRows = 16 * RT, kBlockTile = kRows * kCols;
   constexpr int kOuts = (kBlockTile + kDirectWarps * 32 - 1) / (kDirectWarps * 32);  // outputs per thread
   __shared__ float tiles[kDirectWarps * kBlockTile];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
@@ -415,7 +440,7 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
   if constexpr (Epi::kHasBias) {
 #pragma unroll
     for (int i = 0; i < kOuts; ++i) {
-      const int n = n0 + (tid + i * kDirectWarps * 32) / kCols;
+      const int n = n0 + (tid + i * kDirectWarps * 32) % kRows;
       if (n < N) bias[i] = epi.bias(n);
     }
   }
@@ -433,23 +458,25 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
     const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
     direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, x, K, warp, chunks, kDirectWarps, acc);
   }
-  // Row r 16 + g (+ 8) of the block's tiles, token column acc_token: the layout the sum reads.
+  // Row r 16 + g (+ 8) of the block's tiles, token column acc_token.
 #pragma unroll
   for (int r = 0; r < RT; ++r)
 #pragma unroll
     for (int j = 0; j < NG; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        tiles[warp * kBlockTile + (16 * r + g + 8 * (i >> 1)) * kCols + acc_token(j, t, i)] = acc[r * NG + j][i];
+        tiles[warp * kBlockTile + direct_partial_index(16 * r + g + 8 * (i >> 1), acc_token(j, t, i), kRows)] =
+            acc[r * NG + j][i];
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < kOuts; ++i) {
     const int o = tid + i * kDirectWarps * 32;
-    const int n = n0 + o / kCols, m = m0 + o % kCols;
+    const int n = n0 + o % kRows, m = m0 + o / kRows;
     if (o < kBlockTile && n < N && m < M) {
-      float s = tiles[o];
+      const int e = direct_partial_index(o % kRows, o / kRows, kRows);
+      float s = tiles[e];
 #pragma unroll
-      for (int w = 1; w < kDirectWarps; ++w) s += tiles[w * kBlockTile + o];
+      for (int w = 1; w < kDirectWarps; ++w) s += tiles[w * kBlockTile + e];
       epi.store(m, n, s + bias[i]);
     }
   }
