@@ -53,11 +53,11 @@ std::vector<std::string> dense_variants() {
 }  // namespace detail
 
 std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, const std::string& variant) {
-  // Measured on the H200 at M = 32 (docs/perf-log.md, rounds 33 and 51):
-  // direct_tiles runs 1.03-1.05x of cuBLASLt where its blocks fit one wave of
-  // at most two tiles each, and loses elsewhere (0.86-0.98x), as every other
-  // engine kernel did on every shape (0.64-0.94x); on its chunk-major copy
-  // (direct_interleaved) it is 0-1.5% faster there.
+  // Measured on the H200 at M = 32 (docs/perf-log.md, rounds 51 and 57):
+  // direct_interleaved runs 1.06-1.14x of cuBLASLt where its blocks fit one
+  // wave (o and down with two tiles each, qkv with three), and loses over
+  // several waves (gate_up, 0.94-0.95x), as every other engine kernel did on
+  // every shape (0.64-0.94x).
   if (variant == "default")
     return small_m::direct_tiles_one_wave(dims.M, dims.N, dims.K, device_sm_count())
                ? std::make_unique<DenseOp>(dims, w, small_m::Kernel::direct_interleaved)

@@ -10,8 +10,8 @@
 // MMA fragments (direct_mma.cuh) from a copy of W packed chunk-major (chunk c of
 // every tile side by side, so that the blocks read one region of W at a time),
 // each token load feeding every tile's MMAs; no shared-memory ring, no split-K.
-// It is the pooler's default, and dense's where its blocks fit one wave of at
-// most two tiles (direct_tiles_one_wave). `direct_tiles` is the same kernel on
+// It is the pooler's default, and dense's where its blocks fit one wave
+// (direct_tiles_one_wave). `direct_tiles` is the same kernel on
 // a tile-major copy (each tile one contiguous run), `direct_packed` keeps one
 // tile per block, `direct` reads W as it is. The other kernels (wide, narrow:
 // packed weights through a cp.async or bulk-copy ring, split-K where the model
@@ -694,14 +694,13 @@ inline DirectShape direct_shape(int M, int N, int K, int sms, int max_rt) {
   return best;
 }
 
-// Where the direct_tiles kernel is dense's default (dense.cu): its blocks fit one wave, one per
-// SM, with at most two tiles each. Measured at M = 32 (docs/perf-log.md, round 33): 1.03-1.05x
-// of cuBLASLt there (N = 4096 at K = 4096 and 14336, 128 blocks of two tiles); 0.98x with three
-// tiles per block (N = 6144) and 0.86x over several waves (N = 28672).
+// Where the direct kernel is dense's default (dense.cu): its blocks, of up to kDirectMaxTiles
+// tiles, fit one wave, one per SM. Measured at M = 32 (docs/perf-log.md, round 57): 1.06-1.14x of
+// cuBLASLt there (N = 4096 at K = 4096 and 14336, 128 blocks of two tiles; N = 6144, 128 blocks
+// of three); 0.94-0.95x over several waves (N = 28672).
 inline bool direct_tiles_one_wave(int M, int N, int K, int sms) {
   if (M < 1 || N < 1 || K < 8) return false;
-  const DirectShape s = direct_shape(M, N, K, sms, kDirectMaxTiles);
-  return s.rt <= 2 && s.blocks <= sms;
+  return direct_shape(M, N, K, sms, kDirectMaxTiles).blocks <= sms;
 }
 
 template <class C, bool Bulk, class Rows, class Epi>

@@ -224,10 +224,10 @@ TEST_CASE("dense and pooler: the direct kernels' block shapes") {
   CHECK(shape(16, 4096, 4096, 1) == std::make_pair(2, 1));
   CHECK(shape(32, 4096, 14336, 3) == std::make_pair(4, 2));
   CHECK(shape(32, 6144, 4096, 3) == std::make_pair(4, 3));
-  // dense's default: the tiles kernel only in one wave of at most two tiles per block.
+  // dense's default: the tiles kernel only where its blocks fit one wave.
   CHECK(direct_tiles_one_wave(32, 4096, 4096, sms));
   CHECK(direct_tiles_one_wave(32, 4096, 14336, sms));
-  CHECK_FALSE(direct_tiles_one_wave(32, 6144, 4096, sms));   // three tiles per block
+  CHECK(direct_tiles_one_wave(32, 6144, 4096, sms));         // three tiles per block
   CHECK_FALSE(direct_tiles_one_wave(32, 28672, 4096, sms));  // several waves
   CHECK_FALSE(direct_tiles_one_wave(0, 4096, 4096, sms));    // invalid: cuBLASLt reports it
 }
