@@ -470,10 +470,10 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < kOuts; ++i) {
-    const int o = tid + i * kDirectWarps * 32;
-    const int n = n0 + o % kRows, m = m0 + o / kRows;
+    const int o = tid + i * kDirectWarps * 32, row = o % kRows, token = o / kRows;
+    const int n = n0 + row, m = m0 + token;
     if (o < kBlockTile && n < N && m < M) {
-      const int e = direct_partial_index(o % kRows, o / kRows, kRows);
+      const int e = direct_partial_index(row, token, kRows);
       float s = tiles[e];
 #pragma unroll
       for (int w = 1; w < kDirectWarps; ++w) s += tiles[w * kBlockTile + e];
