@@ -121,6 +121,12 @@ struct MmaGemmArgs {
   int chunk_stages;         // GEMM 1: stages per chunk of a unit (the unit's last chunk may be shorter)
   float4* chunk_partial;    // GEMM 1: each chunk's posted accumulators [chunk][MMA warp][RT*NT][32 lanes]
   int* chunk_counters;      // GEMM 1: chunks posted per (unit, MMA warp), zero between calls
+  // GEMM 1 -> GEMM 2 unit by unit (the plan's h_flags; nullptr: GEMM 2 waits
+  // for GEMM 1's whole grid), see publish_h and wait_h:
+  unsigned* h_ready;        // [max_blocks][h_row_groups]: the call's ticket once that unit's h is stored
+  unsigned* tickets;        // [2]: the last call's ticket; GEMM 2's CTAs done in this call
+  int h_row_groups;         // GEMM 1's row groups per block
+  int h_rg_per_group;       // GEMM 1 row groups that hold one group of GEMM 2's reduction
 };
 
 // A read of the routing: L2 (.cg) where it is the alignment launch's output
@@ -570,8 +576,9 @@ __device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
   const long long items = (long long)a.M * quads;
   for (long long i = (long long)blockIdx.x * kMmaThreads + threadIdx.x; i < items;
        i += (long long)gridDim.x * kMmaThreads) {
-    // A token with no local route sums to the zeros GEMM 1 already wrote: checking for it first
-    // would put one more L2 round trip before every item's loads.
+    // A token with no local route sums to zeros, the bytes GEMM 1 writes for it (under h_ready
+    // perhaps at the same time): checking for it first would put one more L2 round trip before
+    // every item's loads.
     const int m = int(i / quads), q = int(i - (long long)m * quads);
     const float4 sum = combine_token<float4>(a, m, splits, 4 * q);
     const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
@@ -579,6 +586,66 @@ __device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
     packed.x = *reinterpret_cast<const uint32_t*>(&lo);
     packed.y = *reinterpret_cast<const uint32_t*>(&hi);
     *reinterpret_cast<uint2*>(a.out + size_t(m) * a.H + 4 * q) = packed;
+  }
+}
+
+// ------------------------------------------------------------ h unit by unit
+// Under PDL, GEMM 2 can read h only once GEMM 1's whole grid has ended, and
+// GEMM 1's CTAs end up to a third apart (docs/perf-log.md, rounds 46, 60),
+// while GEMM 2's CTAs, resident as GEMM 1's leave, idle. With h_ready, GEMM
+// 1 publishes each unit's rows of h as it stores them, and GEMM 2's producer
+// waits, unit by unit, only for the GEMM 1 units whose rows it copies. A flag holds
+// the ticket of the call that last stored its unit; each call's is the last
+// one's plus one, so no flag needs resetting between calls (or graph replays).
+
+// GEMM 1, after a unit's h stores by every computing thread: rows (block,
+// row group) are ready. The fence is a release for the whole CTA's stores,
+// which the barrier orders before it.
+__device__ __forceinline__ void publish_h(const MmaGemmArgs& a, const int* meta, unsigned ticket) {
+  if (a.h_ready == nullptr) return;
+  consumers_sync();
+  if (threadIdx.x == 0) {
+    unsigned* flag = a.h_ready + size_t(meta[0]) * a.h_row_groups + meta[1];
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(ticket) : "memory");
+  }
+}
+
+// GEMM 2's producer warp, before copying any h of a unit (block `block`,
+// reduction groups [group0, group0 + groups)): waits until GEMM 1 has
+// published every row group that holds it. The lanes poll the flags in
+// parallel, one L2 round trip when they are set (a wait per stage, its
+// flags polled one after another, ran 0-25% slower than waiting for the
+// grid), and each lane acquires its own; the warp barrier then orders them
+// before every lane's copies.
+__device__ __forceinline__ void wait_h(const MmaGemmArgs& a, int block, int group0, int groups, unsigned ticket) {
+  const unsigned* flag = a.h_ready + size_t(block) * a.h_row_groups + size_t(group0) * a.h_rg_per_group;
+  for (int i = threadIdx.x & 31; i < groups * a.h_rg_per_group; i += 32) {
+    unsigned seen;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag + i) : "memory");
+      if (seen == ticket) break;
+      __nanosleep(128);
+    }
+  }
+  __syncwarp();
+}
+
+// This call's ticket, read by every CTA of both GEMMs before GEMM 2 can
+// start (GEMM 1 reads it before it lets GEMM 2 launch).
+__device__ __forceinline__ unsigned call_ticket(const MmaGemmArgs& a) {
+  return a.h_ready == nullptr ? 0u : __ldcg(a.tickets) + 1u;
+}
+
+// GEMM 2's last step in each CTA, by one computing thread once its producer
+// has read every flag it waits on (the last stage's copies are consumed):
+// the last CTA to get here stores this call's ticket for the next call,
+// whose first launch starts after this grid has ended.
+__device__ __forceinline__ void retire_ticket(const MmaGemmArgs& a, unsigned ticket) {
+  if (a.h_ready == nullptr || threadIdx.x != 0) return;
+  if (atomicAdd(a.tickets + 1, 1u) == gridDim.x - 1) {
+    a.tickets[1] = 0;
+    a.tickets[0] = ticket;
   }
 }
 
@@ -616,7 +683,8 @@ struct StreamK {
 // ends.
 template <int NT, int RT>
 __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
-                                               const StreamK& sk, int unit, int groups, int stages) {
+                                               const StreamK& sk, int unit, int groups, int stages,
+                                               unsigned ticket) {
   constexpr int kFrag = kMmaThreads * RT * NT;  // float4 per slot
   const int tid = threadIdx.x;
   const long long u0 = (long long)unit * groups;
@@ -657,6 +725,7 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
       }
   }
   store_h<NT, RT>(a, meta, acc);
+  publish_h(a, meta, ticket);
 }
 
 // The stages a CTA runs, in order: whole units round-robin (first_unit,
@@ -664,6 +733,7 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
 // consecutive units' stages, starting at group start_group of first_unit.
 struct CtaStages {
   int* own_routing;  // cta_align_routes' result: one pointer live, not the five of AlignedRoutes
+  unsigned ticket;   // this call's (call_ticket)
   StreamK sk;
   bool stream_k;
   int blocks, row_groups, splits;  // the routing's blocks; units per block = row_groups x splits
@@ -688,11 +758,14 @@ struct CtaStages {
 // waits before reading GEMM 1's output (h).
 template <bool kDown, bool kSplit, int NT, int RT>
 __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_routing) {
+  CtaStages c;
   if constexpr (!kDown) {
     pdl_wait();
+    c.ticket = call_ticket(a);
     pdl_launch_dependents();
+  } else {
+    c.ticket = call_ticket(a);
   }
-  CtaStages c;
   c.own_routing = own_routing;
   c.blocks = routing_load(c.routes<NT>(a).num_blocks);
   c.row_groups = a.tiles / (kMmaWarps * RT);
@@ -731,8 +804,9 @@ __device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* met
       count_and_combine<NT, RT>(a, cs.routes<NT>(a).token_routes, meta, row_groups, splits, combine);
   } else if (stages == cs.unit_groups) {
     store_h<NT, RT>(a, meta, acc);
+    publish_h(a, meta, cs.ticket);
   } else {
-    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, stages);
+    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, stages, cs.ticket);
   }
 }
 
@@ -796,6 +870,7 @@ template <bool kDown, bool kSplit, int NT>
 __device__ __forceinline__ void finish_gemm(const MmaGemmArgs& a, const CtaStages& cs) {
   if constexpr (kDown) {
     if (a.deferred_combine) combine_all_tokens<kSplit>(a);
+    retire_ticket(a, cs.ticket);
   } else {
     zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
   }

@@ -157,7 +157,7 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
     if (q < cq.total) early = min(P::kStages, cq.length(q, cs.unit_groups));
     for (int i = 0; i < early; ++i)
       ws_issue_weights<NT, RT>(u, u.split * cs.unit_groups + i, stage_at(i), full + i, evict_first, tag(u, q));
-    pdl_wait();
+    if (a.h_ready == nullptr) pdl_wait();  // else wait_h, unit by unit
     down_launch_dependents(a);
   }
   // The next piece is taken two stages before the current one's end, so that
@@ -183,6 +183,7 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
         mbar_wait(empty + slot, phase ^ 1);  // a fresh barrier passes parity 1 at once
         ws_issue_weights<NT, RT>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
       }
+      if (kDown && a.h_ready != nullptr && g == g0) wait_h(a, u.block, group, g1 - g0, cs.ticket);
       ws_issue_acts<kDown, NT, RT>(a, u, group, stage_at(slot), full + slot);
       if (++slot == P::kStages) slot = 0, phase ^= 1;
     }
@@ -386,12 +387,14 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
                                  cur.split);
         advance();
       }
-      pdl_wait();
+      if (a.h_ready == nullptr) pdl_wait();  // else wait_h, unit by unit
       down_launch_dependents(a);
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
-        ws_issue_acts<kDown, NT, RT>(a, cur, cur.split * unit_groups + p_group, stage_at(), full + p_slot);
+        const int group = cur.split * unit_groups + p_group;
+        if (a.h_ready != nullptr && p_group == 0) wait_h(a, cur.block, group, unit_groups, cs.ticket);
+        ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
         advance();
       }
     }
@@ -399,6 +402,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
       const int group = cur.split * unit_groups + p_group;
       ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
+      if (kDown && a.h_ready != nullptr && p_group == 0) wait_h(a, cur.block, group, unit_groups, cs.ticket);
       ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
       advance();
     }
@@ -407,7 +411,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   }
 
   // MMA warps. In GEMM 2 they read GEMM 1's output only through the
-  // producer's copies, issued after its wait, so they need no wait of their own.
+  // producer's copies, issued after its wait (pdl_wait or wait_h), so they need no wait of their own.
   if constexpr (kDown) down_launch_dependents(a);
   float acc[RT][NT][4];
   zero_acc(acc);

@@ -118,7 +118,7 @@ const std::vector<std::string>& moe_variant_names() {
       "default",    "mma_cta_copies",   "mma",        "mma_rows64",     "mma_rows128",
       "mma_nopdl",  "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
       "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "mma_queue",
-      "mma_queue_down", "mma_no_queue", "gemv"};
+      "mma_queue_down", "mma_no_queue", "mma_h_flags", "mma_h_grid", "gemv"};
   return names;
 }
 
@@ -160,7 +160,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
                             variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
                             variant == "mma_unit_combine" || variant == "mma_grid_combine" ||
                             variant == "mma_align_launch" || variant.rfind("mma_queue", 0) == 0 ||
-                            variant == "mma_no_queue";
+                            variant == "mma_no_queue" || variant.rfind("mma_h_", 0) == 0;
   const bool may_defer = from_default && variant != "mma_unit_combine";
   // GEMM 1's work queue fills the CTAs whatever the unit count, as stream-K does.
   p.queue_chunk_stages = variant == "mma_queue" ? kQueueChunkStages : 0;
@@ -218,6 +218,17 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   p.queue_down = variant == "mma_queue" || variant == "mma_queue_down" ||
                  (from_default && variant != "mma_no_queue" && p.warp_specialized && p.ctas_down == 3 &&
                   down_units >= kQueueDownMinWaves * resident_down);
+  // GEMM 2 reads h unit by unit as GEMM 1 publishes it (moe_mma.cuh) where
+  // GEMM 1's expected units make a wave of resident CTAs or more: its CTAs
+  // then end apart, and GEMM 2's, resident as they leave, start on the units
+  // already published (1-5% on nine public shapes, perf log round 61). With
+  // fewer, each GEMM 1 CTA holds at most one unit and they end together; the
+  // flags only add a fence and a poll to the hand-off (qwen3 M=1 22.2 ->
+  // 23.6 us). GEMM 1 on its work queue publishes nothing.
+  const double up_units = expected_routing(d, p.block_tokens).blocks * (2.0 * d.I / p.tile_rows_up);
+  const bool up_fills_wave = up_units >= double(sm_count) * p.ctas_up;
+  p.h_flags = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_h_grid" &&
+              (variant == "mma_h_flags" || up_fills_wave);
   // At most 32 routes, warp 0 of each GEMM CTA aligns them itself into
   // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
   // launches: the alignment launch's own start and end and GEMM 1's reads of

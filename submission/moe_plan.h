@@ -242,6 +242,7 @@ struct MoePlan {
   bool cta_align = false;  // warp-specialised: each GEMM CTA aligns the routes itself, no alignment launch
   int queue_chunk_stages = 0;  // warp-specialised: > 0 runs GEMM 1 on the work queue, chunks of this many stages
   bool queue_down = false;     // warp-specialised: GEMM 2 on the work queue (whole units)
+  bool h_flags = false;  // warp-specialised: GEMM 2 waits for the GEMM 1 units each of its units reads, not GEMM 1's grid
 };
 
 // Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
@@ -331,6 +332,10 @@ void validate_moe_dims(const MoeDims& d);
 //                 they fit
 //   mma_no_queue  the default with GEMM 2 never on the work queue (the
 //                 default before round 48)
+//   mma_h_flags   the default with GEMM 2 always reading h unit by unit as
+//                 GEMM 1 publishes it (h_ready), not after GEMM 1's grid
+//   mma_h_grid    the default with GEMM 2 always waiting for GEMM 1's
+//                 whole grid (the default before round 61)
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the

@@ -9,12 +9,15 @@
 //   2. GEMM 1 + SiLU-and-mul -> h. Every h row needs the full reduction over H.
 //   3. GEMM 2 + weighted combine -> out. Every output needs all of h.
 // The tensor-core variants chain 2 and 3 with programmatic dependent launch,
-// so each grid is resident and waiting when its predecessor finishes. The
-// default GEMMs are the warp-specialised kernels of moe_mma_ws.cuh.
+// so each grid is resident and waiting when its predecessor finishes; where
+// GEMM 1 runs a wave of units or more, the default's GEMM 2 does not wait
+// for GEMM 1's grid but for the GEMM 1 units each of its units reads (h_ready,
+// moe_mma.cuh). The default GEMMs are the warp-specialised kernels of
+// moe_mma_ws.cuh.
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
 // mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
 // mma_occ_splitk, mma_cta_copies, mma_align_launch, mma_queue, mma_queue_down,
-// mma_no_queue, gemv.
+// mma_no_queue, mma_h_flags, mma_h_grid, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -203,6 +206,10 @@ class MoeW4A16 final : public Moe {
     up.queue = queue_.as<int>();
     up.chunk_partial = chunk_partial_.as<float4>();
     up.chunk_counters = chunk_counters_.as<int>();
+    up.h_ready = plan_.h_flags ? h_ready_.as<unsigned>() : nullptr;
+    up.tickets = tickets_.as<unsigned>();
+    up.h_row_groups = 2 * d_.I / up_.tile_rows;
+    up.h_rg_per_group = kGroup / (up_.tile_rows / 2);
     MmaGemmArgs down = up;
     down.stream_k = 0;
     down.weights = w2_.as<uint4>();
@@ -279,6 +286,13 @@ class MoeW4A16 final : public Moe {
         SUBMISSION_CUDA(cudaMemset(chunk_counters_.as<int>(), 0, size_t(max_units_up) * kMmaWarps * sizeof(int)));
       }
     }
+    if (plan_.h_flags) {
+      const size_t flags = size_t(plan_.max_blocks) * (2 * I / up_.tile_rows);
+      h_ready_ = DeviceMemory(flags * sizeof(unsigned));
+      tickets_ = DeviceMemory(2 * sizeof(unsigned));
+      SUBMISSION_CUDA(cudaMemset(h_ready_.as<unsigned>(), 0, flags * sizeof(unsigned)));
+      SUBMISSION_CUDA(cudaMemset(tickets_.as<unsigned>(), 0, 2 * sizeof(unsigned)));
+    }
     for (DeviceMemory* q : {&queue_, &queue_down_}) {
       *q = DeviceMemory(2 * sizeof(int));
       SUBMISSION_CUDA(cudaMemset(q->as<int>(), 0, 2 * sizeof(int)));
@@ -322,6 +336,7 @@ class MoeW4A16 final : public Moe {
   // tensor-core path
   DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, grid_arrivals_, sk_partial_, sk_counters_;
   DeviceMemory queue_, queue_down_, chunk_partial_, chunk_counters_;  // the work queues (moe_mma_ws.cuh)
+  DeviceMemory h_ready_, tickets_;  // GEMM 1 -> GEMM 2 unit by unit (plan_.h_flags; moe_mma.cuh)
   MmaKernel up_{}, down_{};
   int up_grid_ = 0, down_grid_ = 0;
   int routing_smem_ = 0;  // bytes of shared memory past each GEMM CTA's pipeline for cta_align

@@ -289,7 +289,30 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     CHECK(n.stream_k_up == a.stream_k_up);
     CHECK(n.deferred_combine == a.deferred_combine);
     CHECK(n.cta_align == a.cta_align);
+    // GEMM 2 reading h unit by unit always, or never: the default otherwise.
+    for (const char* v : {"mma_h_flags", "mma_h_grid"}) {
+      CAPTURE(v);
+      const MoePlan f = plan_moe(d, v, kSms);
+      CHECK(f.h_flags == (std::string(v) == "mma_h_flags"));
+      CHECK(f.queue_down == a.queue_down);
+      CHECK(f.tile_rows_up == a.tile_rows_up);
+      CHECK(f.tile_rows_down == a.tile_rows_down);
+      CHECK(f.splits_down == a.splits_down);
+      CHECK(f.stream_k_up == a.stream_k_up);
+      CHECK(f.deferred_combine == a.deferred_combine);
+      CHECK(f.cta_align == a.cta_align);
+      CHECK(f.warp_specialized);
+    }
+    // The kernels without the producer warp, and GEMM 1 on its queue, never publish.
+    for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"}) CHECK_FALSE(plan_moe(d, v, kSms).h_flags);
   }
+  // The default reads h unit by unit where GEMM 1's expected units make a
+  // wave of CTAs or more: qwen3 M=1 (8 blocks x 24 units of 64 rows, 192 of
+  // 396 CTAs) and dsv3 M=8 (~7.2 blocks x 32) wait for the whole grid.
+  for (const MoeDims& d : {qwen3_1, MoeDims{8, 7168, 2048, 256, 32, 8, 0}}) CHECK_FALSE(plan_moe(d, "default", kSms).h_flags);
+  for (const MoeDims& d : {MoeDims{16, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
+                           MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64})
+    CHECK(plan_moe(d, "default", kSms).h_flags);
   // The default's GEMM 2 takes the queue from kQueueDownMinWaves waves of
   // expected units on: every public shape but qwen3 M=1 (0.65 waves) and
   // dsv3 M=8 (1.02); never on the kernels without a producer warp, nor with
