@@ -755,7 +755,8 @@ struct CtaStages {
 // needs the alignment for everything. GEMM 2 reads the routing before its
 // wait: under PDL it starts only once every GEMM 1 CTA has passed its own
 // wait, so an alignment launch has completed and been flushed by then; it
-// waits before reading GEMM 1's output (h).
+// waits before reading GEMM 1's output (h): for GEMM 1's grid, or with
+// h_ready for the units it reads (wait_h).
 template <bool kDown, bool kSplit, int NT, int RT>
 __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_routing) {
   CtaStages c;
