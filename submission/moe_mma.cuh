@@ -736,14 +736,21 @@ struct CtaStages {
   unsigned ticket;   // this call's (call_ticket)
   StreamK sk;
   bool stream_k;
+  // GEMM 1's whole units under h_ready, dealt block-major: a block's units
+  // then end in the same wave, and GEMM 2's units of the earlier blocks are
+  // ready when its CTAs arrive (row-group-major, every block ended in the
+  // last wave). A block's neighbours in the order are the same expert's
+  // other blocks, so its row groups are still read at about the same time.
+  bool block_major;
   int blocks, row_groups, splits;  // the routing's blocks; units per block = row_groups x splits
   int units, unit_groups, total, first_unit, start_group, last_unit;
-  // The CTA's i-th unit. Past its last one, an index load_unit answers
-  // without a global read: the producer loads the next unit's metadata a
-  // unit ahead, and a read of a unit never issued stalled the pipeline at
-  // the unit boundary.
+  // The CTA's i-th unit, as load_unit indexes units (row-group-major). Past
+  // its last one, an index load_unit answers without a global read: the
+  // producer loads the next unit's metadata a unit ahead, and a read of a
+  // unit never issued stalled the pipeline at the unit boundary.
   __device__ int unit_at(int i) const {
-    return !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
+    const int u = !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
+    return block_major && u < units ? u % row_groups * blocks + u / row_groups : u;
   }
   // The routing this CTA reads (blocks of 8 NT routes).
   template <int NT>
@@ -775,6 +782,7 @@ __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_r
   c.unit_groups = a.groups / c.splits;
   const int units = c.units, unit_groups = c.unit_groups;
   c.stream_k = !kDown && a.stream_k;
+  c.block_major = !kDown && a.h_ready != nullptr && !c.stream_k;
   c.sk = StreamK{(long long)units * unit_groups, 0};
   c.start_group = 0;
   long long lo = 0, hi = 0;
