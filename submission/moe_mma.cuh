@@ -594,9 +594,10 @@ __device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
 // GEMM 1's CTAs end up to a third apart (docs/perf-log.md, rounds 46, 60),
 // while GEMM 2's CTAs, resident as GEMM 1's leave, idle. With h_ready, GEMM
 // 1 publishes each unit's rows of h as it stores them, and GEMM 2's producer
-// waits, unit by unit, only for the GEMM 1 units whose rows it copies. A flag holds
-// the ticket of the call that last stored its unit; each call's is the last
-// one's plus one, so no flag needs resetting between calls (or graph replays).
+// waits, unit by unit, only for the GEMM 1 units whose rows it copies. A
+// flag holds the ticket of the call that last stored its unit; each call's
+// is the last one's plus one, so no flag needs resetting between calls (or
+// graph replays).
 
 // GEMM 1, after a unit's h stores by every computing thread: rows (block,
 // row group) are ready. The fence is a release for the whole CTA's stores,
@@ -615,7 +616,7 @@ __device__ __forceinline__ void publish_h(const MmaGemmArgs& a, const int* meta,
 // reduction groups [group0, group0 + groups)): waits until GEMM 1 has
 // published every row group that holds it. The lanes poll the flags in
 // parallel, one L2 round trip when they are set (a wait per stage, its
-// flags polled one after another, ran 0-25% slower than waiting for the
+// flags polled one after another, ran 1-25% slower than waiting for the
 // grid), and each lane acquires its own; the warp barrier then orders them
 // before every lane's copies.
 __device__ __forceinline__ void wait_h(const MmaGemmArgs& a, int block, int group0, int groups, unsigned ticket) {
