@@ -768,13 +768,9 @@ struct CtaStages {
 template <bool kDown, bool kSplit, int NT, int RT>
 __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_routing) {
   CtaStages c;
-  if constexpr (!kDown) {
-    pdl_wait();
-    c.ticket = call_ticket(a);
-    pdl_launch_dependents();
-  } else {
-    c.ticket = call_ticket(a);
-  }
+  if constexpr (!kDown) pdl_wait();
+  c.ticket = call_ticket(a);  // in GEMM 1 before GEMM 2 may launch
+  if constexpr (!kDown) pdl_launch_dependents();
   c.own_routing = own_routing;
   c.blocks = routing_load(c.routes<NT>(a).num_blocks);
   c.row_groups = a.tiles / (kMmaWarps * RT);

@@ -134,6 +134,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
     p.kernel = MoeKernel::gemv;
     return p;
   }
+  const double expected_blocks = expected_routing(d, p.block_tokens).blocks;  // uniform routing
   // 128-row units hold twice the accumulators; with 64-token blocks that
   // exceeds the register budget of three CTAs per SM.
   const bool rows128_fits = p.block_tokens <= 32;
@@ -175,7 +176,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // 78.8 -> 76.9 us, where the model had taken 64 rows.
   auto down_fills_at_128 = [&]() {
     const int resident = sm_count * ctas(128);
-    return expected_routing(d, p.block_tokens).blocks * d.H / 128 >= resident ||
+    return expected_blocks * d.H / 128 >= resident ||
            moe_down_splits(d, p.block_tokens, 128, resident, true) > 1;
   };
   // The default is always the tensor-core kernel; the block size makes it
@@ -212,7 +213,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // The producer warp copies a stage's weights in one bulk copy: one run.
   p.unit_contiguous = variant == "mma_contig" || p.warp_specialized;
   const int row_groups_down = d.H / p.tile_rows_down;
-  const double down_units = expected_routing(d, p.block_tokens).blocks * row_groups_down * p.splits_down;
+  const double down_units = expected_blocks * row_groups_down * p.splits_down;
   p.deferred_combine = variant == "mma_grid_combine" ||
                        (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
   p.queue_down = variant == "mma_queue" || variant == "mma_queue_down" ||
@@ -225,7 +226,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // fewer, each GEMM 1 CTA holds at most one unit and they end together; the
   // flags only add a fence and a poll to the hand-off (qwen3 M=1 22.2 ->
   // 23.6 us). GEMM 1 on its work queue publishes nothing.
-  const double up_units = expected_routing(d, p.block_tokens).blocks * (2.0 * d.I / p.tile_rows_up);
+  const double up_units = expected_blocks * (2.0 * d.I / p.tile_rows_up);
   const bool up_fills_wave = up_units >= double(sm_count) * p.ctas_up;
   p.h_flags = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_h_grid" &&
               (variant == "mma_h_flags" || up_fills_wave);

@@ -286,11 +286,10 @@ class MoeW4A16 final : public Moe {
         SUBMISSION_CUDA(cudaMemset(chunk_counters_.as<int>(), 0, size_t(max_units_up) * kMmaWarps * sizeof(int)));
       }
     }
-    if (plan_.h_flags) {
-      const size_t flags = size_t(plan_.max_blocks) * (2 * I / up_.tile_rows);
-      h_ready_ = DeviceMemory(flags * sizeof(unsigned));
+    if (plan_.h_flags) {  // a flag per GEMM 1 unit
+      h_ready_ = DeviceMemory(size_t(max_units_up) * sizeof(unsigned));
       tickets_ = DeviceMemory(2 * sizeof(unsigned));
-      SUBMISSION_CUDA(cudaMemset(h_ready_.as<unsigned>(), 0, flags * sizeof(unsigned)));
+      SUBMISSION_CUDA(cudaMemset(h_ready_.as<unsigned>(), 0, size_t(max_units_up) * sizeof(unsigned)));
       SUBMISSION_CUDA(cudaMemset(tickets_.as<unsigned>(), 0, 2 * sizeof(unsigned)));
     }
     for (DeviceMemory* q : {&queue_, &queue_down_}) {
