@@ -126,7 +126,6 @@ struct MmaGemmArgs {
   unsigned* h_ready;        // [max_blocks][h_row_groups]: the call's ticket once that unit's h is stored
   unsigned* tickets;        // [2]: the last call's ticket; GEMM 2's CTAs done in this call
   int h_row_groups;         // GEMM 1's row groups per block
-  int h_rg_per_group;       // GEMM 1 row groups that hold one group of GEMM 2's reduction
 };
 
 // A read of the routing: L2 (.cg) where it is the alignment launch's output
@@ -620,8 +619,9 @@ __device__ __forceinline__ void publish_h(const MmaGemmArgs& a, const int* meta,
 // grid), and each lane acquires its own; the warp barrier then orders them
 // before every lane's copies.
 __device__ __forceinline__ void wait_h(const MmaGemmArgs& a, int block, int group0, int groups, unsigned ticket) {
-  const unsigned* flag = a.h_ready + size_t(block) * a.h_row_groups + size_t(group0) * a.h_rg_per_group;
-  for (int i = threadIdx.x & 31; i < groups * a.h_rg_per_group; i += 32) {
+  const int per_group = a.h_row_groups / a.groups;  // GEMM 1 row groups that hold one group of h's columns
+  const unsigned* flag = a.h_ready + size_t(block) * a.h_row_groups + size_t(group0) * per_group;
+  for (int i = threadIdx.x & 31; i < groups * per_group; i += 32) {
     unsigned seen;
     for (;;) {
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag + i) : "memory");

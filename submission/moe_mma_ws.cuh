@@ -375,6 +375,11 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       }
     };
     auto stage_at = [&]() { return mma_smem + p_slot * T::kStageBytes; };
+    // A stage's activations: in GEMM 2 with flags, the unit's h waited for first.
+    auto issue_acts = [&](int group) {
+      if (kDown && a.h_ready != nullptr && p_group == 0) wait_h(a, cur.block, group, unit_groups, cs.ticket);
+      ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
+    };
     int first = 0;
     if constexpr (kDown) {
       // The first slots' weights do not depend on GEMM 1: request them while
@@ -392,9 +397,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
-        const int group = cur.split * unit_groups + p_group;
-        if (a.h_ready != nullptr && p_group == 0) wait_h(a, cur.block, group, unit_groups, cs.ticket);
-        ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
+        issue_acts(cur.split * unit_groups + p_group);
         advance();
       }
     }
@@ -402,8 +405,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
       const int group = cur.split * unit_groups + p_group;
       ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
-      if (kDown && a.h_ready != nullptr && p_group == 0) wait_h(a, cur.block, group, unit_groups, cs.ticket);
-      ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
+      issue_acts(group);
       advance();
     }
     cp_async_wait<0>();  // no copy of this thread's outlives it

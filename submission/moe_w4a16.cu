@@ -209,7 +209,6 @@ class MoeW4A16 final : public Moe {
     up.h_ready = plan_.h_flags ? h_ready_.as<unsigned>() : nullptr;
     up.tickets = tickets_.as<unsigned>();
     up.h_row_groups = 2 * d_.I / up_.tile_rows;
-    up.h_rg_per_group = kGroup / (up_.tile_rows / 2);
     MmaGemmArgs down = up;
     down.stream_k = 0;
     down.weights = w2_.as<uint4>();
