@@ -39,14 +39,14 @@
 namespace submission::moe {
 
 // ------------------------------------------------------------ repack (prepare)
-// One thread per destination word of the layout in moe_plan.h: codes
-// [tile-group][256 words], scales [tile-group][8 words], tile-groups ordered
-// by tile_group_index with packs of `pack` tiles. Sources: codes
+// One thread per destination word of the layout in moe_plan.h, placed by
+// tile_group_words with packs of `pack` tiles: apart (codes_out, scales_out)
+// or stage-packed (both into codes_out; scales_out unused). Sources: codes
 // [E][rows][K/2], scales [E][rows][K/128]. `w13` selects the gate/up row
 // interleave.
 __global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
-                                  uint32_t* __restrict__ codes_out, uint32_t* __restrict__ scales_out,
-                                  int E, int tiles, int K, int I, bool w13, int pack) {
+                                  uint32_t* codes_out, uint32_t* scales_out,
+                                  int E, int tiles, int K, int I, bool w13, int pack, bool stage_packed) {
   const int groups = K / kGroup, rows = tiles * kTileRows;
   const size_t tile_groups = size_t(E) * tiles * groups;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < tile_groups * kTileGroupWords;
@@ -54,11 +54,11 @@ __global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint1
     const size_t tg = i / kTileGroupWords;  // (e, tile, group), group fastest
     const int q = int(i % kTileGroupWords), lane = q / 8, w = q % 8;
     const int group = int(tg % groups), tile = int(tg / groups % tiles), e = int(tg / groups / tiles);
-    const size_t dst = tile_group_index(size_t(e) * tiles + tile, group, groups, pack);
-    codes_out[dst * kTileGroupWords + tile_word_index(lane, w)] = repacked_code_word(
+    const TileGroupWords dst = tile_group_words(size_t(e) * tiles + tile, group, groups, pack, stage_packed);
+    codes_out[dst.codes + tile_word_index(lane, w)] = repacked_code_word(
         codes + size_t(e) * rows * (K / 2), K, I, w13, tile, group, lane, w);
     if (q < kTileGroupScaleWords)
-      scales_out[dst * kTileGroupScaleWords + q] = repacked_scale_word(
+      (stage_packed ? codes_out : scales_out)[dst.scales + q] = repacked_scale_word(
           scales + size_t(e) * rows * groups, K, I, w13, tile, group, q);
   }
 }
@@ -95,8 +95,8 @@ struct MmaPipeline {
 };
 
 struct MmaGemmArgs {
-  const uint4* weights;     // repacked codes [tile-group][64 x 16 B] (tile_group_index order)
-  const uint4* scales;      // repacked scales [tile-group][2 x 16 B]
+  const uint4* weights;     // repacked codes (tile_group_words), with the scales where stage-packed
+  const uint4* scales;      // repacked scales apart, or = weights where stage-packed
   int tiles;                // 16-row tiles per expert: 2I/16 (GEMM 1), H/16 (GEMM 2)
   int groups;               // reduction dim / 128
   int splits;               // parts the reduction is split into (a divisor of groups; 1 in GEMM 1)
@@ -164,12 +164,14 @@ struct UnitMeta {
 // Which copies of a stage a thread issues (a policy type, computed from
 // threadIdx where used, so that no register holds it across the kernel):
 // the activation slots slot0() + 8j, 16-byte chunk w_chunk() of the unit's
-// tile w_tile(), scale chunk s_chunk() of tile s_tile() (both in uint4).
+// tile w_tile(), scale chunk s_chunk() of tile s_tile() (both in uint4); and
+// which layout of tile_group_words the weights were repacked in.
 // AllThreadsCopy, for issue_weights/issue_acts with all 128 threads copying:
 // thread tid copies chunk tid % 64 of tiles tid/64 + 2j, scale chunk tid % 2
 // of tile tid/2, and chunk tid % 16 of slots tid/16 + 8j.
 template <int NT, int RT>
 struct AllThreadsCopy {
+  static constexpr bool kStagePacked = false;
   __device__ static int slot0() { return threadIdx.x >> 4; }
   __device__ static int w_tile() { return threadIdx.x >> 6; }
   __device__ static int w_chunk() { return threadIdx.x & 63; }
@@ -204,10 +206,13 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const Al
   }
   // Within a unit tile_group_index is linear in the group (step kPack) and,
   // for a fixed group, in the tile (step `groups` with packs of 1, 1 within a
-  // pack of the unit's tiles).
+  // pack of the unit's tiles); so are the word offsets of either layout.
   const size_t tile0 = size_t(u.expert) * a.tiles + size_t(u.row_group) * T::kTiles;
-  u.w_src = a.weights + tile_group_index(tile0 + Map::w_tile(), 0, a.groups, kPack) * 64 + Map::w_chunk();
-  u.s_src = a.scales + tile_group_index(tile0 + Map::s_tile(), 0, a.groups, kPack) * 2 + Map::s_chunk();
+  static_assert(kContig || !Map::kStagePacked, "stage-packed weights come in packs of the unit's tiles");
+  u.w_src = a.weights + tile_group_words(tile0 + Map::w_tile(), 0, a.groups, kPack, Map::kStagePacked).codes / 4 +
+            Map::w_chunk();
+  u.s_src = a.scales + tile_group_words(tile0 + Map::s_tile(), 0, a.groups, kPack, Map::kStagePacked).scales / 4 +
+            Map::s_chunk();
   return u;
 }
 

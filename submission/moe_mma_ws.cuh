@@ -33,9 +33,10 @@ struct WsPipeline {
   static_assert(kSmemBytes <= mma_smem_budget(C), "");
 };
 
-// The producer's copies. A stage's weights and its scales are one bulk copy
-// each: these kernels read weights packed per unit (tile_group_index with
-// packs of the unit's tiles), so each is one contiguous run. The activation rows
+// The producer's copies. A stage's weights and scales are one bulk copy:
+// these kernels read weights stage-packed per unit (tile_group_words with
+// packs of the unit's tiles), so the stage's codes, then its scales, are one
+// contiguous run laid out as the stage is. The activation rows
 // go by cp.async, lane L copying 16-byte chunks L % 4 + 4i of slots
 // L/4 + 8j: as 64-byte bulk pieces (the stage's layout interleaves rows per
 // 32-wide k piece) they were up to 128 copy requests a stage, and the copy
@@ -44,6 +45,7 @@ struct WsPipeline {
 // padding slots.
 template <int NT, int RT>
 struct ProducerCopy {
+  static constexpr bool kStagePacked = true;
   __device__ static int slot0() { return (threadIdx.x & 31) >> 2; }
   __device__ static int w_tile() { return 0; }
   __device__ static int w_chunk() { return 0; }
@@ -74,9 +76,9 @@ __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int grou
   }
   __syncwarp();  // the metadata is written before the arrival that publishes it
   if (lane == 0) {
-    mbar_arrive_expect_tx(full, T::kWeightBytes + T::kScaleBytes);
-    bulk_copy(stage, u.w_src + size_t(group) * T::kTiles * 64, T::kWeightBytes, full, evict_first);
-    bulk_copy(stage + T::kWeightBytes, u.s_src + size_t(group) * T::kTiles * 2, T::kScaleBytes, full, evict_first);
+    constexpr int kBytes = T::kWeightBytes + T::kScaleBytes;
+    mbar_arrive_expect_tx(full, kBytes);
+    bulk_copy(stage, u.w_src + size_t(group) * (kBytes / 16), kBytes, full, evict_first);
   }
 }
 

@@ -116,6 +116,24 @@ MOE_HD size_t tile_group_index(size_t tile, int group, int groups, int pack) {
   return (tile - in_pack) * groups + size_t(group) * pack + in_pack;
 }
 
+// The 32-bit word offsets of tile-group (tile, group)'s codes and scales, in
+// one of two layouts, both in tile_group_index's order. Apart: codes
+// [tile-group][256 words] and scales [tile-group][8 words], two arrays.
+// Stage-packed (the warp-specialised kernels): one array in which each
+// (pack, group) holds its tiles' codes, then their scales, the order of a
+// stage in shared memory, so that with packs of a unit's tiles a stage is
+// one contiguous run and the producer warp fetches it with one bulk copy,
+// not two (the warp's issue of a stage, not DRAM, paces qwen3 M=1's GEMM 1).
+struct TileGroupWords {
+  size_t codes, scales;
+};
+MOE_HD TileGroupWords tile_group_words(size_t tile, int group, int groups, int pack, bool stage_packed) {
+  const size_t i = tile_group_index(tile, group, groups, pack);
+  if (!stage_packed) return {i * kTileGroupWords, i * kTileGroupScaleWords};
+  const size_t in_pack = tile % pack, run = (i - in_pack) * (kTileGroupWords + kTileGroupScaleWords);
+  return {run + in_pack * kTileGroupWords, run + size_t(pack) * kTileGroupWords + in_pack * kTileGroupScaleWords};
+}
+
 // Word w of lane L of (tile, group) of one expert, from its codes [rows][K/2]
 // (two per byte along K, low nibble first).
 MOE_HD uint32_t repacked_code_word(const uint8_t* codes, int K, int I, bool w13, int tile,

@@ -43,18 +43,19 @@ struct MmaKernel {
   int smem;
   int tile_rows;
   int threads;
+  bool stage_packed;  // reads the weights stage-packed (tile_group_words), else apart
 };
 template <bool kDown, bool kContig, bool kSplit, int NT, int RT, int C>
 MmaKernel mma_kernel() {
   return {moe_mma_kernel<kDown, kContig, NT, RT, C, kSplit>, MmaPipeline<NT, RT, C>::kSmemBytes,
-          MmaTile<NT, RT>::kRows, kMmaThreads};
+          MmaTile<NT, RT>::kRows, kMmaThreads, false};
 }
 // The warp-specialised kernel of the same tile (W packed per unit), with 3
 // CTAs per SM or, where ws_max_ctas_per_sm allows it, 4.
 template <bool kDown, bool kSplit, int NT, int RT, int C>
 MmaKernel ws_kernel_for() {
   return {moe_ws_kernel<kDown, NT, RT, C, kSplit>, WsPipeline<NT, RT, C>::kSmemBytes, MmaTile<NT, RT>::kRows,
-          kWsThreads};
+          kWsThreads, true};
 }
 template <bool kDown, bool kSplit, int NT, int RT>
 MmaKernel ws_kernel(int ctas) {
@@ -110,7 +111,7 @@ MmaKernel pick_mma_kernel(int block_tokens, int tile_rows, int ctas, bool ws) {
 template <bool kDown, bool kSplit, int NT, int RT>
 MmaKernel queue_kernel_for() {
   return {moe_ws_kernel<kDown, NT, RT, 3, kSplit, true>, WsPipeline<NT, RT, 3>::kSmemBytes, MmaTile<NT, RT>::kRows,
-          kWsThreads};
+          kWsThreads, true};
 }
 template <bool kDown, bool kSplit, int NT>
 MmaKernel queue_kernel_rows(int tile_rows) {
@@ -195,7 +196,7 @@ class MoeW4A16 final : public Moe {
       SUBMISSION_CUDA(cudaGetLastError());
       return;
     }
-    MmaGemmArgs up{w13_.as<uint4>(), s13_.as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup, 1,
+    MmaGemmArgs up{w13_.as<uint4>(), (up_.stage_packed ? w13_ : s13_).as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup, 1,
                    io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
                    plan_.deferred_combine ? 1 : 0, grid_arrivals_.as<unsigned long long>(),
                    plan_.stream_k_up ? 1 : 0, sk_partial_.as<float4>(), sk_counters_.as<int>(),
@@ -212,7 +213,7 @@ class MoeW4A16 final : public Moe {
     MmaGemmArgs down = up;
     down.stream_k = 0;
     down.weights = w2_.as<uint4>();
-    down.scales = s2_.as<uint4>();
+    down.scales = (down_.stage_packed ? w2_ : s2_).as<uint4>();
     down.tiles = d_.H / kTileRows;
     down.groups = d_.I / kGroup;
     down.splits = plan_.splits_down;
@@ -225,29 +226,32 @@ class MoeW4A16 final : public Moe {
   }
 
  private:
+  // One GEMM's weights, tiles 16-row tiles per expert over a reduction of K,
+  // repacked into the layout its kernel reads (tile_group_words; stage-packed
+  // leaves `scales` empty), in packs of the kernel's units where the plan
+  // says so, else of 1.
+  void repack(const MmaKernel& k, const uint8_t* codes, const void* scales, int tiles, int K, bool w13, int sms,
+              DeviceMemory& codes_out, DeviceMemory& scales_out) {
+    const size_t tile_groups = size_t(d_.E_local) * tiles * (K / kGroup);
+    const size_t scale_bytes = tile_groups * kTileGroupScaleWords * 4;
+    codes_out = DeviceMemory(tile_groups * kTileGroupBytes + (k.stage_packed ? scale_bytes : 0));
+    scales_out = k.stage_packed ? DeviceMemory() : DeviceMemory(scale_bytes);
+    const int pack = plan_.unit_contiguous ? k.tile_rows / kTileRows : 1;
+    moe_repack_kernel<<<sms * 16, 256>>>(codes, static_cast<const uint16_t*>(scales), codes_out.as<uint32_t>(),
+                                         scales_out.as<uint32_t>(), d_.E_local, tiles, K, d_.I, w13, pack,
+                                         k.stage_packed);
+    SUBMISSION_CUDA(cudaGetLastError());
+  }
+
   void prepare_mma(int sms) {
-    const int E = d_.E_local, H = d_.H, I = d_.I;
-    const int tiles13 = 2 * I / kTileRows, tiles2 = H / kTileRows;
-    const size_t tg13 = size_t(E) * tiles13 * (H / kGroup), tg2 = size_t(E) * tiles2 * (I / kGroup);
-    w13_ = DeviceMemory(tg13 * kTileGroupBytes);
-    s13_ = DeviceMemory(tg13 * kTileGroupScaleWords * 4);
-    w2_ = DeviceMemory(tg2 * kTileGroupBytes);
-    s2_ = DeviceMemory(tg2 * kTileGroupScaleWords * 4);
+    const int H = d_.H, I = d_.I;
     up_ = plan_.queue_chunk_stages ? queue_kernel<false, false>(plan_, plan_.tile_rows_up)
                                    : pick_mma_kernel<false>(plan_, plan_.tile_rows_up);
     down_ = !plan_.queue_down             ? pick_mma_kernel<true>(plan_, plan_.tile_rows_down)
             : plan_.splits_down > 1 ? queue_kernel<true, true>(plan_, plan_.tile_rows_down)
                                     : queue_kernel<true, false>(plan_, plan_.tile_rows_down);
-    // Tiles per pack of the layout (tile_group_index): the kernels' units, or 1.
-    const int pack13 = plan_.unit_contiguous ? up_.tile_rows / kTileRows : 1;
-    const int pack2 = plan_.unit_contiguous ? down_.tile_rows / kTileRows : 1;
-    const int grid = sms * 16, threads = 256;
-    moe_repack_kernel<<<grid, threads>>>(w_.W13, reinterpret_cast<const uint16_t*>(w_.S13),
-                                         w13_.as<uint32_t>(), s13_.as<uint32_t>(), E, tiles13, H, I, true, pack13);
-    SUBMISSION_CUDA(cudaGetLastError());
-    moe_repack_kernel<<<grid, threads>>>(w_.W2, reinterpret_cast<const uint16_t*>(w_.S2),
-                                         w2_.as<uint32_t>(), s2_.as<uint32_t>(), E, tiles2, I, I, false, pack2);
-    SUBMISSION_CUDA(cudaGetLastError());
+    repack(up_, w_.W13, w_.S13, 2 * I / kTileRows, H, true, sms, w13_, s13_);
+    repack(down_, w_.W2, w_.S2, H / kTileRows, I, false, sms, w2_, s2_);
 
     const int row_groups_down = H / down_.tile_rows;
     partial_ = DeviceMemory(size_t(d_.M) * d_.k * plan_.splits_down * H * sizeof(float));

@@ -427,6 +427,35 @@ TEST_CASE("moe tile-group packing is a bijection with contiguous unit stages") {
   }
 }
 
+TEST_CASE("moe stage-packed words: every word once, a unit's stage one run laid out as in shared memory") {
+  // Stage-packed, the codes and scales of all tile-groups share one array
+  // with no gap or overlap; with packs of P tiles the words of (pack, group)
+  // are one run of P x 264 words: the P tiles' codes in order, then their
+  // scales (a stage's layout: kWeightBytes, then kScaleBytes), and the next
+  // group's run follows directly. Apart, both are tile_group_index scaled.
+  const int tiles = 2 * 48, groups = 5;
+  constexpr int kRun = kTileGroupWords + kTileGroupScaleWords;
+  for (int pack : {1, 4, 8}) {
+    std::vector<int> seen(size_t(tiles) * groups * kRun, 0);
+    for (int tile = 0; tile < tiles; ++tile)
+      for (int group = 0; group < groups; ++group) {
+        const TileGroupWords w = tile_group_words(tile, group, groups, pack, true);
+        REQUIRE(w.codes + kTileGroupWords <= seen.size());
+        REQUIRE(w.scales + kTileGroupScaleWords <= seen.size());
+        for (int i = 0; i < kTileGroupWords; ++i) ++seen[w.codes + i];
+        for (int i = 0; i < kTileGroupScaleWords; ++i) ++seen[w.scales + i];
+        const int in_pack = tile % pack;
+        const size_t run = tile_group_words(tile - in_pack, 0, groups, pack, true).codes + size_t(group) * pack * kRun;
+        CHECK(w.codes == run + size_t(in_pack) * kTileGroupWords);
+        CHECK(w.scales == run + size_t(pack) * kTileGroupWords + size_t(in_pack) * kTileGroupScaleWords);
+        const TileGroupWords apart = tile_group_words(tile, group, groups, pack, false);
+        CHECK(apart.codes == tile_group_index(tile, group, groups, pack) * kTileGroupWords);
+        CHECK(apart.scales == tile_group_index(tile, group, groups, pack) * kTileGroupScaleWords);
+      }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  }
+}
+
 TEST_CASE("moe dequant bit trick: 128 + q exactly in both halves, and -136 folds the zero point") {
   for (int q = 0; q < 16; ++q)
     for (int j = 0; j < 4; ++j) {
