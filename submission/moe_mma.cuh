@@ -126,6 +126,7 @@ struct MmaGemmArgs {
   unsigned* h_ready;        // [max_blocks][h_row_groups]: the call's ticket once that unit's h is stored
   unsigned* tickets;        // [2]: the last call's ticket; GEMM 2's CTAs done in this call
   int h_row_groups;         // GEMM 1's row groups per block
+  int rotate;               // warp-specialised GEMM 1: 1 = each unit's stages start at a group of its own
 };
 
 // A read of the routing: L2 (.cg) where it is the alignment launch's output
@@ -155,6 +156,7 @@ __device__ __forceinline__ int* cta_align_routes(const MmaGemmArgs& a, int* smem
 template <int NT>
 struct UnitMeta {
   int block = -1, row_group = 0, split = 0, expert = 0, routes = 0;
+  int rot = 0;      // GEMM 1: the producer's first stage of the unit reads its group rot (stage_group)
   int route[NT];    // route of slot (tid/16) + 8j: the slots whose activations this thread copies
   int act_row[NT];  // GEMM 1: the route's token, its activation row (-1: padding); GEMM 2 reads row route
   const uint4* w_src;  // this thread's first weight chunk of group 0
@@ -196,6 +198,7 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const Al
   const int rest = unit - u.row_group * per_row_group;
   u.split = rest / blocks;
   u.block = rest - u.split * blocks;
+  if constexpr (!kDown) u.rot = a.rotate ? (u.block + u.row_group) % a.groups : 0;
   u.expert = routing_load(routes.block_expert + u.block);
   u.routes = routing_load(routes.block_routes + u.block);
 #pragma unroll

@@ -82,6 +82,21 @@ __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int grou
   }
 }
 
+// The reduction group of the producer's i-th stage of unit u, whose stages
+// are the groups [u.split * unit_groups, + unit_groups). Where the plan
+// rotates GEMM 1 (MoePlan::rotate_up), each unit starts at a group of its
+// own, u.rot, and wraps: the units that run at the same time and read a
+// token's row (every row group of its experts) then read different pieces of
+// it, where in step they all read the same 256 bytes, held by one L2 slice,
+// at once. The MMA warps only count a unit's stages; the sum over the groups
+// in another order rounds differently, as accurately and the same on every
+// run.
+template <int NT>
+__device__ __forceinline__ int stage_group(const UnitMeta<NT>& u, int i, int unit_groups) {
+  const int g = i + u.rot;
+  return u.split * unit_groups + (g < unit_groups ? g : g - unit_groups);
+}
+
 template <bool kDown, int NT, int RT>
 __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMeta<NT>& u, int group,
                                               unsigned char* stage, uint64_t* full) {
@@ -91,6 +106,9 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
   const int K = a.groups * kGroup;
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
+    // Token tiles past the block's routes: the MMAs skip them (with_route_tiles),
+    // so their slots are left as they are (a block has at least one route).
+    if (j > 0 && 8 * j >= u.routes) break;
     const int slot = (lane >> 2) + 8 * j, row = kDown ? u.route[j] : u.act_row[j];
     const __nv_bfloat16* src = row >= 0 ? a.act + size_t(row) * K + group * kGroup : a.act;
 #pragma unroll
@@ -158,7 +176,7 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
     // it finishes, their activations (h) once it has.
     if (q < cq.total) early = min(P::kStages, cq.length(q, cs.unit_groups));
     for (int i = 0; i < early; ++i)
-      ws_issue_weights<NT, RT>(u, u.split * cs.unit_groups + i, stage_at(i), full + i, evict_first, tag(u, q));
+      ws_issue_weights<NT, RT>(u, stage_group(u, i, cs.unit_groups), stage_at(i), full + i, evict_first, tag(u, q));
     if (a.h_ready == nullptr) pdl_wait();  // else wait_h, unit by unit
     down_launch_dependents(a);
   }
@@ -178,14 +196,14 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
         next_q = __shfl_sync(0xffffffffu, taken, 0);
         next_u = unit_meta(next_q);
       }
-      const int group = u.split * cs.unit_groups + g;
+      const int group = stage_group(u, g, cs.unit_groups);
       if (early > 0) {
         --early;  // its slot is taken and its weights requested
       } else {
         mbar_wait(empty + slot, phase ^ 1);  // a fresh barrier passes parity 1 at once
         ws_issue_weights<NT, RT>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
       }
-      if (kDown && a.h_ready != nullptr && g == g0) wait_h(a, u.block, group, g1 - g0, cs.ticket);
+      if (kDown && a.h_ready != nullptr && g == g0) wait_h(a, u.block, u.split * cs.unit_groups, g1 - g0, cs.ticket);
       ws_issue_acts<kDown, NT, RT>(a, u, group, stage_at(slot), full + slot);
       if (++slot == P::kStages) slot = 0, phase ^= 1;
     }
@@ -379,7 +397,8 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     auto stage_at = [&]() { return mma_smem + p_slot * T::kStageBytes; };
     // A stage's activations: in GEMM 2 with flags, the unit's h waited for first.
     auto issue_acts = [&](int group) {
-      if (kDown && a.h_ready != nullptr && p_group == 0) wait_h(a, cur.block, group, unit_groups, cs.ticket);
+      if (kDown && a.h_ready != nullptr && p_group == 0)
+        wait_h(a, cur.block, cur.split * unit_groups, unit_groups, cs.ticket);
       ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
     };
     int first = 0;
@@ -390,7 +409,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       const int p_unit0 = p_unit, p_group0 = p_group;
       const UnitMeta<NT> cur0 = cur, next0 = next;
       for (int i = 0; i < first; ++i) {
-        ws_issue_weights<NT, RT>(cur, cur.split * unit_groups + p_group, stage_at(), full + p_slot, evict_first,
+        ws_issue_weights<NT, RT>(cur, stage_group(cur, p_group, unit_groups), stage_at(), full + p_slot, evict_first,
                                  cur.split);
         advance();
       }
@@ -399,13 +418,13 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
-        issue_acts(cur.split * unit_groups + p_group);
+        issue_acts(stage_group(cur, p_group, unit_groups));
         advance();
       }
     }
     for (int i = first; i < total; ++i) {
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
-      const int group = cur.split * unit_groups + p_group;
+      const int group = stage_group(cur, p_group, unit_groups);
       ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
       issue_acts(group);
       advance();

@@ -118,7 +118,7 @@ const std::vector<std::string>& moe_variant_names() {
       "default",    "mma_cta_copies",   "mma",        "mma_rows64",     "mma_rows128",
       "mma_nopdl",  "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
       "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "mma_queue",
-      "mma_queue_down", "mma_no_queue", "mma_h_flags", "mma_h_grid", "gemv"};
+      "mma_queue_down", "mma_no_queue", "mma_h_flags", "mma_h_grid", "mma_rotate", "mma_no_rotate", "gemv"};
   return names;
 }
 
@@ -161,7 +161,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
                             variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
                             variant == "mma_unit_combine" || variant == "mma_grid_combine" ||
                             variant == "mma_align_launch" || variant.rfind("mma_queue", 0) == 0 ||
-                            variant == "mma_no_queue" || variant.rfind("mma_h_", 0) == 0;
+                            variant == "mma_no_queue" || variant.rfind("mma_h_", 0) == 0 ||
+                            variant == "mma_rotate" || variant == "mma_no_rotate";
   const bool may_defer = from_default && variant != "mma_unit_combine";
   // GEMM 1's work queue fills the CTAs whatever the unit count, as stream-K does.
   p.queue_chunk_stages = variant == "mma_queue" ? kQueueChunkStages : 0;
@@ -234,6 +235,13 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
   // launches: the alignment launch's own start and end and GEMM 1's reads of
   // its output leave every call's critical path.
+  // GEMM 1's whole units start at groups of their own (stage_group): in step,
+  // the CTAs reading a token's row read the same 256 bytes of it at once
+  // (qwen3 M=1 -2%, M=16 -0.6%, perf log round 64). Stream-K's ranges start
+  // at groups spread already (neutral there, within ±0.5%), and in GEMM 2
+  // it gained nothing on any public shape.
+  p.rotate_up = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_no_rotate" &&
+                (variant == "mma_rotate" || !p.stream_k_up);
   p.cta_align = p.warp_specialized && variant != "mma_align_launch" && d.M * d.k <= kAlignWarpRoutes &&
                 aligned_routes_ints(d.M, p.block_tokens, p.max_blocks) <= kCtaRoutingMaxInts;
   return p;

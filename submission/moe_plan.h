@@ -261,6 +261,7 @@ struct MoePlan {
   int queue_chunk_stages = 0;  // warp-specialised: > 0 runs GEMM 1 on the work queue, chunks of this many stages
   bool queue_down = false;     // warp-specialised: GEMM 2 on the work queue (whole units)
   bool h_flags = false;  // warp-specialised: GEMM 2 waits for the GEMM 1 units each of its units reads, not GEMM 1's grid
+  bool rotate_up = false;  // warp-specialised: each GEMM 1 unit's stages start at a group of its own
 };
 
 // Routes the one-warp alignment takes: M*k <= 32, decode batches of one or
@@ -354,6 +355,11 @@ void validate_moe_dims(const MoeDims& d);
 //                 GEMM 1 publishes it (h_ready), not after GEMM 1's grid
 //   mma_h_grid    the default with GEMM 2 always waiting for GEMM 1's
 //                 whole grid (the default before round 61)
+//   mma_rotate    the default with each GEMM 1 unit's stages always
+//                 starting at a group of its own (stage_group), on
+//                 stream-K too
+//   mma_no_rotate  the default with every unit starting at its first group
+//                 (the default before round 64)
 //   mma_contig    mma with each work unit's weights and scales packed into
 //                 one contiguous stream (no split: a pack spans the unit)
 //   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the

@@ -17,7 +17,7 @@
 // Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
 // mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
 // mma_occ_splitk, mma_cta_copies, mma_align_launch, mma_queue, mma_queue_down,
-// mma_no_queue, mma_h_flags, mma_h_grid, gemv.
+// mma_no_queue, mma_h_flags, mma_h_grid, mma_rotate, mma_no_rotate, gemv.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -196,8 +196,8 @@ class MoeW4A16 final : public Moe {
       SUBMISSION_CUDA(cudaGetLastError());
       return;
     }
-    MmaGemmArgs up{w13_.as<uint4>(), (up_.stage_packed ? w13_ : s13_).as<uint4>(), 2 * d_.I / kTileRows, d_.H / kGroup, 1,
-                   io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
+    MmaGemmArgs up{w13_.as<uint4>(), (up_.stage_packed ? w13_ : s13_).as<uint4>(), 2 * d_.I / kTileRows,
+                   d_.H / kGroup, 1, io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
                    plan_.deferred_combine ? 1 : 0, grid_arrivals_.as<unsigned long long>(),
                    plan_.stream_k_up ? 1 : 0, sk_partial_.as<float4>(), sk_counters_.as<int>(),
                    io.out, io.topk_ids, io.topk_weights,
@@ -210,6 +210,7 @@ class MoeW4A16 final : public Moe {
     up.h_ready = plan_.h_flags ? h_ready_.as<unsigned>() : nullptr;
     up.tickets = tickets_.as<unsigned>();
     up.h_row_groups = 2 * d_.I / up_.tile_rows;
+    up.rotate = plan_.rotate_up ? 1 : 0;
     MmaGemmArgs down = up;
     down.stream_k = 0;
     down.weights = w2_.as<uint4>();
@@ -219,6 +220,7 @@ class MoeW4A16 final : public Moe {
     down.splits = plan_.splits_down;
     down.act = h_.as<bf16>();
     down.queue = queue_down_.as<int>();
+    down.rotate = 0;
     // GEMM 1 is chained to the alignment launch; without one it is the op's
     // first launch and waits for the caller's work as any launch does.
     launch(up_, up_grid_, up, !plan_.cta_align, stream);

@@ -289,11 +289,8 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     CHECK(n.stream_k_up == a.stream_k_up);
     CHECK(n.deferred_combine == a.deferred_combine);
     CHECK(n.cta_align == a.cta_align);
-    // GEMM 2 reading h unit by unit always, or never: the default otherwise.
-    for (const char* v : {"mma_h_flags", "mma_h_grid"}) {
-      CAPTURE(v);
-      const MoePlan f = plan_moe(d, v, kSms);
-      CHECK(f.h_flags == (std::string(v) == "mma_h_flags"));
+    // The variants that change one thing of the default keep its schedule.
+    auto same_schedule = [&](const MoePlan& f) {
       CHECK(f.queue_down == a.queue_down);
       CHECK(f.tile_rows_up == a.tile_rows_up);
       CHECK(f.tile_rows_down == a.tile_rows_down);
@@ -302,9 +299,28 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
       CHECK(f.deferred_combine == a.deferred_combine);
       CHECK(f.cta_align == a.cta_align);
       CHECK(f.warp_specialized);
+    };
+    // GEMM 2 reading h unit by unit always, or never: the default otherwise.
+    for (const char* v : {"mma_h_flags", "mma_h_grid"}) {
+      CAPTURE(v);
+      const MoePlan f = plan_moe(d, v, kSms);
+      CHECK(f.h_flags == (std::string(v) == "mma_h_flags"));
+      same_schedule(f);
     }
     // The kernels without the producer warp, and GEMM 1 on its queue, never publish.
     for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"}) CHECK_FALSE(plan_moe(d, v, kSms).h_flags);
+    // GEMM 1's units start at groups of their own by default where they are
+    // whole (not on stream-K), always or never in the variants; nothing else
+    // changes. Never without the producer warp or on GEMM 1's queue.
+    CHECK(a.rotate_up == !a.stream_k_up);
+    for (const char* v : {"mma_rotate", "mma_no_rotate"}) {
+      CAPTURE(v);
+      const MoePlan r = plan_moe(d, v, kSms);
+      CHECK(r.rotate_up == (std::string(v) == "mma_rotate"));
+      CHECK(r.h_flags == a.h_flags);
+      same_schedule(r);
+    }
+    for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"}) CHECK_FALSE(plan_moe(d, v, kSms).rotate_up);
   }
   // The default reads h unit by unit where GEMM 1's expected units make a
   // wave of CTAs or more: qwen3 M=1 (8 blocks x 24 units of 64 rows, 192 of
