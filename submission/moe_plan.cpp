@@ -231,10 +231,6 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const bool up_fills_wave = up_units >= double(sm_count) * p.ctas_up;
   p.h_flags = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_h_grid" &&
               (variant == "mma_h_flags" || up_fills_wave);
-  // At most 32 routes, warp 0 of each GEMM CTA aligns them itself into
-  // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
-  // launches: the alignment launch's own start and end and GEMM 1's reads of
-  // its output leave every call's critical path.
   // GEMM 1's whole units start at groups of their own (stage_group): in step,
   // the CTAs reading a token's row read the same 256 bytes of it at once
   // (qwen3 M=1 -2%, M=16 -0.6%, perf log round 64). Stream-K's ranges start
@@ -242,6 +238,10 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // it gained nothing on any public shape.
   p.rotate_up = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_no_rotate" &&
                 (variant == "mma_rotate" || !p.stream_k_up);
+  // At most 32 routes, warp 0 of each GEMM CTA aligns them itself into
+  // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
+  // launches: the alignment launch's own start and end and GEMM 1's reads of
+  // its output leave every call's critical path.
   p.cta_align = p.warp_specialized && variant != "mma_align_launch" && d.M * d.k <= kAlignWarpRoutes &&
                 aligned_routes_ints(d.M, p.block_tokens, p.max_blocks) <= kCtaRoutingMaxInts;
   return p;
