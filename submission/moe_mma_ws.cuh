@@ -42,7 +42,7 @@ struct WsPipeline {
 // 32-wide k piece) they were up to 128 copy requests a stage, and the copy
 // unit's request rate, not DRAM, set the kernel's pace (mixtral m64's GEMM 1
 // ran 2x slower than moe_mma_kernel's). cp.async also zero-fills the
-// padding slots.
+// padding slots of the token tiles that hold a route.
 template <int NT, int RT>
 struct ProducerCopy {
   static constexpr bool kStagePacked = true;

@@ -260,7 +260,7 @@ struct MoePlan {
   bool cta_align = false;  // warp-specialised: each GEMM CTA aligns the routes itself, no alignment launch
   int queue_chunk_stages = 0;  // warp-specialised: > 0 runs GEMM 1 on the work queue, chunks of this many stages
   bool queue_down = false;     // warp-specialised: GEMM 2 on the work queue (whole units)
-  bool h_flags = false;  // warp-specialised: GEMM 2 waits for the GEMM 1 units each of its units reads, not GEMM 1's grid
+  bool h_flags = false;  // warp-specialised: GEMM 2 waits for the GEMM 1 units its units read, not GEMM 1's grid
   bool rotate_up = false;  // warp-specialised: each GEMM 1 unit's stages start at a group of its own
 };
 
