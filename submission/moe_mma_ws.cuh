@@ -120,6 +120,18 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
   cp_async_mbar_arrive(full);
 }
 
+// The activations of stage i of unit u (reduction group `group`): in GEMM 2
+// with flags, before the unit's first copy of h (i = 0), the wait for the
+// GEMM 1 units that hold all of the unit's h (wait_h). Both producers issue
+// through here.
+template <bool kDown, int NT, int RT>
+__device__ __forceinline__ void ws_issue_unit_acts(const MmaGemmArgs& a, const UnitMeta<NT>& u, int i, int group,
+                                                   int unit_groups, unsigned ticket, unsigned char* stage,
+                                                   uint64_t* full) {
+  if (kDown && a.h_ready != nullptr && i == 0) wait_h(a, u.block, u.split * unit_groups, unit_groups, ticket);
+  ws_issue_acts<kDown, NT, RT>(a, u, group, stage, full);
+}
+
 // ------------------------------------------------------------ the work queue
 // Why: stream-K and round-robin units give the CTAs equal stages, but they
 // stream at rates up to a third apart (docs/perf-log.md, round 46: mixtral
@@ -203,8 +215,8 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
         mbar_wait(empty + slot, phase ^ 1);  // a fresh barrier passes parity 1 at once
         ws_issue_weights<NT, RT>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
       }
-      if (kDown && a.h_ready != nullptr && g == g0) wait_h(a, u.block, u.split * cs.unit_groups, g1 - g0, cs.ticket);
-      ws_issue_acts<kDown, NT, RT>(a, u, group, stage_at(slot), full + slot);
+      // GEMM 2 takes whole units (g0 = 0), GEMM 1 on the queue waits for no flag.
+      ws_issue_unit_acts<kDown, NT, RT>(a, u, g, group, cs.unit_groups, cs.ticket, stage_at(slot), full + slot);
       if (++slot == P::kStages) slot = 0, phase ^= 1;
     }
     q = next_q;
@@ -395,12 +407,6 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       }
     };
     auto stage_at = [&]() { return mma_smem + p_slot * T::kStageBytes; };
-    // A stage's activations: in GEMM 2 with flags, the unit's h waited for first.
-    auto issue_acts = [&](int group) {
-      if (kDown && a.h_ready != nullptr && p_group == 0)
-        wait_h(a, cur.block, cur.split * unit_groups, unit_groups, cs.ticket);
-      ws_issue_acts<kDown, NT, RT>(a, cur, group, stage_at(), full + p_slot);
-    };
     int first = 0;
     if constexpr (kDown) {
       // The first slots' weights do not depend on GEMM 1: request them while
@@ -418,7 +424,8 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
-        issue_acts(stage_group(cur, p_group, unit_groups));
+        ws_issue_unit_acts<kDown, NT, RT>(a, cur, p_group, stage_group(cur, p_group, unit_groups), unit_groups,
+                                          cs.ticket, stage_at(), full + p_slot);
         advance();
       }
     }
@@ -426,7 +433,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
       const int group = stage_group(cur, p_group, unit_groups);
       ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
-      issue_acts(group);
+      ws_issue_unit_acts<kDown, NT, RT>(a, cur, p_group, group, unit_groups, cs.ticket, stage_at(), full + p_slot);
       advance();
     }
     cp_async_wait<0>();  // no copy of this thread's outlives it

@@ -229,15 +229,14 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // 23.6 us). GEMM 1 on its work queue publishes nothing.
   const double up_units = expected_blocks * (2.0 * d.I / p.tile_rows_up);
   const bool up_fills_wave = up_units >= double(sm_count) * p.ctas_up;
-  p.h_flags = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_h_grid" &&
-              (variant == "mma_h_flags" || up_fills_wave);
+  const bool ws_units_up = p.warp_specialized && p.queue_chunk_stages == 0;  // not GEMM 1 on the chunk queue
+  p.h_flags = ws_units_up && variant != "mma_h_grid" && (variant == "mma_h_flags" || up_fills_wave);
   // GEMM 1's whole units start at groups of their own (stage_group): in step,
   // the CTAs reading a token's row read the same 256 bytes of it at once
   // (qwen3 M=1 -2%, M=16 -0.6%, perf log round 64). Stream-K's ranges start
   // at groups spread already (neutral there, within ±0.5%), and in GEMM 2
   // it gained nothing on any public shape.
-  p.rotate_up = p.warp_specialized && p.queue_chunk_stages == 0 && variant != "mma_no_rotate" &&
-                (variant == "mma_rotate" || !p.stream_k_up);
+  p.rotate_up = ws_units_up && variant != "mma_no_rotate" && (variant == "mma_rotate" || !p.stream_k_up);
   // At most 32 routes, warp 0 of each GEMM CTA aligns them itself into
   // shared memory (one warp's shuffles, moe_align.cuh), so the op is two
   // launches: the alignment launch's own start and end and GEMM 1's reads of
