@@ -123,7 +123,7 @@ MOE_HD size_t tile_group_index(size_t tile, int group, int groups, int pack) {
 // (pack, group) holds its tiles' codes, then their scales, the order of a
 // stage in shared memory, so that with packs of a unit's tiles a stage is
 // one contiguous run and the producer warp fetches it with one bulk copy,
-// not two (the warp's issue of a stage, not DRAM, paces qwen3 M=1's GEMM 1).
+// not two (a stage's issue is on the producer's path: 0.3-1.8% per shape).
 struct TileGroupWords {
   size_t codes, scales;
 };
