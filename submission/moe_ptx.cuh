@@ -40,8 +40,9 @@ __device__ __forceinline__ void biased_word(uint32_t word, uint32_t (&a)[4]) {
         : "r"(word >> (4 * j)), "n"(0x000f000f), "r"(kBf16Pair128));
 }
 
-// q - 8 from biased_word's 128 + q, exactly: for kernels that cannot afford
-// the extra accumulators of the folded zero point.
+// q - 8 from biased_word's 128 + q, exactly: for the stages of more than one
+// token tile, where folding the zero point into MMAs costs more (see
+// compute_stage_tiles).
 __device__ __forceinline__ void unbias(uint32_t (&a)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) asm("sub.rn.bf16x2 %0, %0, %1;\n" : "+r"(a[j]) : "r"(kBf16Pair136));
