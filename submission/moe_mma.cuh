@@ -295,16 +295,14 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
   // multiplies them once per group in fp32. zero[nt] = -136 . act over the
   // group, the same for every row, folds the bias and the zero point 8 back
   // in: one MMA per k16 step and token tile for all RT tiles, instead of a
-  // subtract per A register, RT x 32 per stage. It pays at one token tile
-  // only; with more, each A register is unbiased by a bf16x2 subtract
-  // (exact): more instructions, but on the FMA pipe (15% busy against the
-  // tensor pipe's 40% in round 75's profile), and faster on the H200:
-  // folding at 2 tiles ran blocks of 32 1.5-2.4% slower, folding at 3
-  // tiles too another 5%, an earlier kernel folding at 4 tiles 12-18%, and
-  // never folding ran blocks of 8 up to 2.5% slower (docs/perf-log.md,
-  // round 76). The constant fragment comes from shared memory: built from
-  // immediates, ptxas re-created it before every such MMA (5 instructions
-  // each).
+  // subtract per A register, RT x 32 per stage. That pays at one token tile
+  // only. From two on, each A register is unbiased by a bf16x2 subtract
+  // (exact): more instructions, but on the FMA pipe rather than the tensor
+  // pipe, the busier one (docs/perf-log.md rounds 75-76: folding at two
+  // tiles ran blocks of 32 1.5-2.4% slower, at three another 5%; never
+  // folding ran blocks of 8 up to 2.5% slower). The constant fragment comes
+  // from shared memory: built from immediates, ptxas re-created it before
+  // every such MMA (5 instructions each).
   constexpr bool kFoldZero = N == 1;
   float part[RT][N][4], zero[N][4];
 #pragma unroll
