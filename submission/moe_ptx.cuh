@@ -27,11 +27,11 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // The four A registers of one repacked word (see moe_plan.h), biased: each
 // pair is 128 + q, from one shift and one LOP3 ((x & mask) | magic; the
 // magic constant lives in a register, so ptxas need not split the LOP3 in
-// two for its two immediates). The bias is not subtracted here: the caller
-// adds one MMA of the constant -136 per k16 step, shared by all its tiles
-// (compute_stage), which costs fewer instructions than a bf16x2 subtract
-// per register. The group scale is applied to the fp32 accumulators
-// afterwards, so w = (q - 8) * s is never rounded to bf16.
+// two for its two immediates). The bias is not subtracted here: at one
+// token tile the caller folds it into one MMA of the constant -136 per k16
+// step, shared by all its tiles, and with more it subtracts it (unbias;
+// compute_stage_tiles says why). The group scale is applied to the fp32
+// accumulators afterwards, so w = (q - 8) * s is never rounded to bf16.
 __device__ __forceinline__ void biased_word(uint32_t word, uint32_t (&a)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j)
