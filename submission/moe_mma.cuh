@@ -780,8 +780,7 @@ template <bool kDown, bool kSplit, int NT, int RT>
 __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_routing) {
   CtaStages c;
   if constexpr (!kDown) pdl_wait();
-  c.ticket = call_ticket(a);  // in GEMM 1 before GEMM 2 may launch
-  if constexpr (!kDown) pdl_launch_dependents();
+  c.ticket = call_ticket(a);  // in GEMM 1 before it lets GEMM 2 launch (after this)
   c.own_routing = own_routing;
   c.blocks = routing_load(c.routes<NT>(a).num_blocks);
   c.row_groups = a.tiles / (kMmaWarps * RT);
@@ -911,6 +910,7 @@ __global__ void __launch_bounds__(kMmaThreads, C) moe_mma_kernel(const MmaGemmAr
 
   // This kernel always follows an alignment launch (cta_align is planned for moe_ws_kernel only).
   const CtaStages cs = cta_stages<kDown, kSplit, NT, RT>(a, nullptr);
+  if constexpr (!kDown) pdl_launch_dependents();
   const int blocks = cs.blocks, splits = cs.splits, unit_groups = cs.unit_groups, total = cs.total;
   const double inv_k = 1.0 / a.k;  // for moe_route_token
   using Map = AllThreadsCopy<NT, RT>;

@@ -56,6 +56,20 @@ struct ProducerCopy {
 // for the bulk copies, then each producer lane's cp.async arrival.
 constexpr int kWsFullArrivals = 1 + 32;
 
+// GEMM 1's producer lets GEMM 2 launch (PDL) once it has requested its
+// ring's first kStages stages (`issued` of them so far), or has no more to
+// request: GEMM 2's CTAs that fit beside GEMM 1's then align their routing
+// and request their first weights while GEMM 1 streams, not while its
+// first stages are on their way. Let in at GEMM 1's start, at qwen3 M=1
+// (GEMM 1 on 216 of the 396 CTA slots, GEMM 2 on the rest) they delayed
+// GEMM 1's first stages by ~0.5 us and its end by ~1 us (docs/perf-log.md,
+// round 80). Where GEMM 1 fills every slot, GEMM 2's CTAs become resident
+// only as GEMM 1's leave, long after this.
+template <bool kDown, int kStages>
+__device__ __forceinline__ void up_launch_dependents_after(int issued, bool last) {
+  if (!kDown && (issued == kStages || last)) pdl_launch_dependents();
+}
+
 // A stage's metadata, then its weights and scales, announced in bytes.
 // meta[3] = tag: the unit's split, or on GEMM 1's work queue the stage's chunk.
 template <int NT, int RT>
@@ -176,7 +190,7 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
   auto stage_at = [&](int slot) { return smem + slot * T::kStageBytes; };
   // GEMM 2's metadata says the unit's split (store_partials); GEMM 1's the chunk.
   auto tag = [&](const UnitMeta<NT>& u, int q) { return kDown ? u.split : q; };
-  int slot = 0;
+  int slot = 0, issued = 0;
   uint32_t phase = 0;
   int q = 0;
   if (lane == 0) q = atomicAdd(a.queue, 1);
@@ -217,11 +231,13 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
       }
       // GEMM 2 takes whole units (g0 = 0), GEMM 1 on the queue waits for no flag.
       ws_issue_unit_acts<kDown, NT, RT>(a, u, g, group, cs.unit_groups, cs.ticket, stage_at(slot), full + slot);
+      up_launch_dependents_after<kDown, P::kStages>(++issued, false);
       if (++slot == P::kStages) slot = 0, phase ^= 1;
     }
     q = next_q;
     u = next_u;
   }
+  up_launch_dependents_after<kDown, P::kStages>(issued, true);
   // The end: a slot whose metadata says so, completed by plain arrivals.
   mbar_wait(empty + slot, phase ^ 1);
   if (lane == 0)
@@ -434,8 +450,10 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       const int group = stage_group(cur, p_group, unit_groups);
       ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
       ws_issue_unit_acts<kDown, NT, RT>(a, cur, p_group, group, unit_groups, cs.ticket, stage_at(), full + p_slot);
+      up_launch_dependents_after<kDown, P::kStages>(i + 1, false);
       advance();
     }
+    up_launch_dependents_after<kDown, P::kStages>(total, true);
     cp_async_wait<0>();  // no copy of this thread's outlives it
     return;
   }
