@@ -160,7 +160,7 @@ struct UnitMeta {
   int route[NT];    // route of slot (tid/16) + 8j: the slots whose activations this thread copies
   int act_row[NT];  // GEMM 1: the route's token, its activation row (-1: padding); GEMM 2 reads row route
   const uint4* w_src;  // this thread's first weight chunk of group 0
-  const uint4* s_src;  // its scale chunk of group 0 (threads < 2 * tiles)
+  const uint4* s_src;  // its scale chunk of group 0 (threads < 2 * tiles), weights apart only
 };
 
 // Which copies of a stage a thread issues (a policy type, computed from
@@ -214,8 +214,9 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const Al
   static_assert(kContig || !Map::kStagePacked, "stage-packed weights come in packs of the unit's tiles");
   u.w_src = a.weights + tile_group_words(tile0 + Map::w_tile(), 0, a.groups, kPack, Map::kStagePacked).codes / 4 +
             Map::w_chunk();
-  u.s_src = a.scales + tile_group_words(tile0 + Map::s_tile(), 0, a.groups, kPack, Map::kStagePacked).scales / 4 +
-            Map::s_chunk();
+  if constexpr (!Map::kStagePacked)  // stage-packed, a stage's scales follow its codes in w_src's run
+    u.s_src = a.scales + tile_group_words(tile0 + Map::s_tile(), 0, a.groups, kPack, false).scales / 4 +
+              Map::s_chunk();
   return u;
 }
 
