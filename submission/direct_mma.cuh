@@ -153,7 +153,10 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 
 // This lane's share of a warp's 16-row tiles: weight rows g and g + 8 of each from w and token
 // rows x[n] (token 8n + g), K long, nullptr for a token past the end (it reads as zeros), K a
-// multiple of 8 (a thread's 8 k then lie all inside K or all past it).
+// multiple of 8 (a thread's 8 k then lie all inside K or all past it). token_rows(x) fills x; it
+// runs once the first weights are requested, so that where a row is itself looked up in memory
+// (the pooler's last token of a sequence) that DRAM trip overlaps the weights' instead of
+// preceding it.
 //
 // The weights are double-buffered: a batch's loads are issued before the previous batch's MMAs,
 // so a warp that loops over several batches keeps one batch of weight bytes in flight while it
@@ -163,15 +166,17 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // an L2 hit queued behind the weight stream does not gate the batch's MMAs. The caller's launch
 // bounds must leave ptxas the registers to keep the loads ahead of the MMAs. A warp whose
 // chunks fit one batch issues it and multiplies, nothing more.
-template <int NT, int Batch, class Weights>
-__device__ __forceinline__ void warp_gemm(const Weights& w, const __nv_bfloat16* const (&x)[NT], int K, int first,
-                                          int end, int stride, float (&acc)[Weights::kTiles * NT][4]) {
+template <int NT, int Batch, class Weights, class TokenRows>
+__device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& token_rows, int K, int first, int end,
+                                          int stride, float (&acc)[Weights::kTiles * NT][4]) {
   constexpr int kTiles = Weights::kTiles;
   constexpr bool kEarlyTokens = kTiles > 1;
   const int step = Batch * stride;
   uint4 a0[Batch][kTiles], b0[Batch][kTiles], a1[Batch][kTiles], b1[Batch][kTiles];
   uint4 x0[Batch][NT], x1[Batch][NT];
   load_weights<Batch>(w, first, end, stride, a0, b0);
+  const __nv_bfloat16* x[NT];
+  token_rows(x);
   if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, first, end, stride, x0);
   for (int c0 = first; c0 < end; c0 += 2 * step) {
     const int c1 = c0 + step;

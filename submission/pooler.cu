@@ -16,13 +16,15 @@ struct PoolerRows {
   const bf16* hidden;
   const int32_t* cu_seqlens;
   int B, H, S_total;
+  // The end of sequence b (0 past the last sequence), loaded without a wait.
+  __device__ int lookup(int b) const { return b < B ? __ldg(cu_seqlens + b + 1) : 0; }
   // A last-token index outside hidden (invalid cu_seqlens) reads as zeros
   // rather than out of bounds.
-  __device__ const bf16* row(int b) const {
-    if (b >= B) return nullptr;
-    const int r = __ldg(cu_seqlens + b + 1) - 1;
+  __device__ const bf16* row(int, int end) const {
+    const int r = end - 1;
     return r >= 0 && r < S_total ? hidden + size_t(r) * H : nullptr;
   }
+  __device__ const bf16* row(int b) const { return row(b, lookup(b)); }
 };
 
 struct PoolerOut {

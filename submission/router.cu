@@ -86,15 +86,16 @@ template <int NT>
 __device__ __forceinline__ void warp_gemm(const uint4* W, const bf16* X, int T, int H, int chunks, int e0,
                                           int t0, int first, int end, int stride,
                                           float (&acc)[NT][4]) {
-  const int g = (threadIdx.x % 32) / 4;
-  const bf16* x[NT];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    const int tok = t0 + n * 8 + g;
-    x[n] = tok < T ? X + size_t(tok) * H : nullptr;
-  }
   const direct::PackedWeights w{W + size_t(e0 / kTileE) * chunks * 64};
-  direct::warp_gemm<NT, kBatch>(w, x, H, first, end, stride, acc);
+  const auto token_rows = [&](const bf16* (&x)[NT]) {
+    const int g = (threadIdx.x % 32) / 4;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int tok = t0 + n * 8 + g;
+      x[n] = tok < T ? X + size_t(tok) * H : nullptr;
+    }
+  };
+  direct::warp_gemm<NT, kBatch>(w, token_rows, H, first, end, stride, acc);
 }
 
 // 16 bytes written by other blocks during this kernel (so from L2, never L1), or zeros where

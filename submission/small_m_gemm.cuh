@@ -159,7 +159,10 @@ constexpr size_t smem_bytes(int ng) {
 
 // ------------------------------------------------------------------ kernels
 // Rows: where activation row m starts (nullptr past the end), so that the
-// pooler's gather is just another row lookup. Epi: the output side.
+// pooler's gather is just another row lookup: row(m), or in two steps,
+// row(m, lookup(m)), where lookup issues any load the row needs without
+// waiting for it (the direct kernel requests its first weights in between).
+// Epi: the output side.
 template <class Rows, class Epi>
 struct Params {
   const uint4* w;      // packed weights [n_tiles][k_stages][kWChunks][kThreads]
@@ -444,19 +447,26 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
       if (n < N) bias[i] = epi.bias(n);
     }
   }
-  const bf16* x[NG];
+  // The token rows' lookups go out first and are waited for only after the first weight
+  // requests (warp_gemm's token_rows): the pooler's is a DRAM read of cu_seqlens, and waited
+  // for here it put a whole DRAM trip in front of the weight stream (docs/perf-log.md, round 83).
+  int lookup[NG];
 #pragma unroll
-  for (int j = 0; j < NG; ++j) x[j] = rows.row(m0 + 8 * j + g);
+  for (int j = 0; j < NG; ++j) lookup[j] = rows.lookup(m0 + 8 * j + g);
+  const auto token_rows = [&](const bf16* (&x)[NG]) {
+#pragma unroll
+    for (int j = 0; j < NG; ++j) x[j] = rows.row(m0 + 8 * j + g, lookup[j]);
+  };
   const int chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
   float acc[RT * NG][4] = {};
   if constexpr (kPacked) {
     const direct::PackedTiles<RT> w{packed + blockIdx.x * RT * strides.tile_pieces, strides.tile_pieces,
                                     min(RT, (N + 15) / 16 - int(blockIdx.x) * RT), strides.chunk_pieces};
-    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, x, K, warp, chunks, kDirectWarps, acc);
+    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
   } else {
     const int ra = n0 + g, rb = n0 + g + 8;
     const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
-    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, x, K, warp, chunks, kDirectWarps, acc);
+    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
   }
   // Row r 16 + g (+ 8) of the block's tiles, token column acc_token.
 #pragma unroll
