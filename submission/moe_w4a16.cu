@@ -211,8 +211,9 @@ class MoeW4A16 final : public Moe {
     up.tickets = tickets_.as<unsigned>();
     up.h_row_groups = 2 * d_.I / up_.tile_rows;
     up.rotate = plan_.rotate_up ? 1 : 0;
+    // GEMM 1's schedule fields (stream_k, rotate) are left as up's: GEMM 2's
+    // kernels never read them (cta_stages, load_unit).
     MmaGemmArgs down = up;
-    down.stream_k = 0;
     down.weights = w2_.as<uint4>();
     down.scales = (down_.stage_packed ? w2_ : s2_).as<uint4>();
     down.tiles = d_.H / kTileRows;
@@ -220,7 +221,6 @@ class MoeW4A16 final : public Moe {
     down.splits = plan_.splits_down;
     down.act = h_.as<bf16>();
     down.queue = queue_down_.as<int>();
-    down.rotate = 0;
     // GEMM 1 is chained to the alignment launch; without one it is the op's
     // first launch and waits for the caller's work as any launch does.
     launch(up_, up_grid_, up, !plan_.cta_align, stream);
