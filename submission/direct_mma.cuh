@@ -165,8 +165,11 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // 255 registers) the tokens are double-buffered too, issued with their batch's weights, so that
 // an L2 hit queued behind the weight stream does not gate the batch's MMAs. The caller's launch
 // bounds must leave ptxas the registers to keep the loads ahead of the MMAs. A warp whose
-// chunks fit one batch issues it and multiplies, nothing more.
-template <int NT, int Batch, class Weights, class TokenRows>
+// chunks fit one batch issues it and multiplies, nothing more. kOneBatch: the caller knows they
+// do (end - first <= Batch * stride), and the loop is not compiled: after an L2 flush the
+// kernel's code comes from DRAM too (docs/perf-log.md, round 85), and without the loop, with
+// two MMA chains, the pooler at K = 1024 ran ~0.1 us faster (round 87).
+template <int NT, int Batch, bool kOneBatch = false, class Weights, class TokenRows>
 __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& token_rows, int K, int first, int end,
                                           int stride, float (&acc)[Weights::kTiles * NT][4]) {
   constexpr int kTiles = Weights::kTiles;
@@ -176,23 +179,48 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
   uint4 x0[Batch][NT], x1[Batch][NT];
   load_weights<Batch>(w, first, end, stride, a0, b0);
   const __nv_bfloat16* x[NT];
-  token_rows(x);
-  if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, first, end, stride, x0);
-  for (int c0 = first; c0 < end; c0 += 2 * step) {
-    const int c1 = c0 + step;
-    if (c1 < end) {
-      load_weights<Batch>(w, c1, end, stride, a1, b1);
-      if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+  if constexpr (kOneBatch) {
+    // Behind a branch: in one basic block with the weight loads, ptxas put the first use of a
+    // looked-up row (the pooler's) ahead of them (docs/perf-log.md, round 87).
+    if (first < end) {
+      token_rows(x);
+      load_tokens<NT, Batch>(x, K, first, end, stride, x0);
+      if constexpr (kTiles * NT == 1) {
+        // One accumulator tile: the batch's MMAs would be one dependent chain, which nothing
+        // overlaps here. The chunks alternate between two chains, added at the end.
+        float acc1[4] = {};
+#pragma unroll
+        for (int u = 0; u < Batch; ++u) {
+          float(&c)[4] = u % 2 == 0 ? acc[0] : acc1;
+          const uint4 wa = a0[u][0], wb = b0[u][0], xv = x0[u][0];
+          mma_bf16(c, wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
+          mma_bf16(c, wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[0][i] += acc1[i];
+      } else {
+        mma_batch<NT, Batch>(a0, b0, x0, acc);
+      }
     }
-    if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c0, end, stride, x0);
-    mma_batch<NT, Batch>(a0, b0, x0, acc);
-    if (c1 >= end) break;
-    if (c1 + step < end) {
-      load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
-      if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1 + step, end, stride, x0);
+  } else {
+    token_rows(x);
+    if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, first, end, stride, x0);
+    for (int c0 = first; c0 < end; c0 += 2 * step) {
+      const int c1 = c0 + step;
+      if (c1 < end) {
+        load_weights<Batch>(w, c1, end, stride, a1, b1);
+        if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+      }
+      if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c0, end, stride, x0);
+      mma_batch<NT, Batch>(a0, b0, x0, acc);
+      if (c1 >= end) break;
+      if (c1 + step < end) {
+        load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
+        if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1 + step, end, stride, x0);
+      }
+      if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+      mma_batch<NT, Batch>(a1, b1, x1, acc);
     }
-    if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
-    mma_batch<NT, Batch>(a1, b1, x1, acc);
   }
 }
 

@@ -5,7 +5,7 @@
 // The regime is M <= 32 tokens against a large weight: the op is a single
 // streaming read of W, and everything here serves that read.
 //
-// The default kernel is `direct_interleaved` (direct_gemm_kernel<NG, RT, kPacked>):
+// The default kernel is `direct_interleaved` (direct_gemm_kernel<NG, RT, kPacked, kOneBatch>):
 // up to three 16-row tiles of W per block over all of K, loaded straight into
 // MMA fragments (direct_mma.cuh) from a copy of W packed chunk-major (chunk c of
 // every tile side by side, so that the blocks read one region of W at a time),
@@ -399,8 +399,11 @@ constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 
 // Chunks per warp step: two batches of weights (16 registers per chunk and tile), one of tokens
 // and the accumulators within ptxas' 128 registers per thread at RT = 1 (two blocks per SM) and
 // 255 at RT > 1 (one).
-template <int NG, int RT>
-constexpr int direct_batch() { return RT == 1 ? (NG <= 2 ? 4 : 2) : RT == 2 && NG <= 2 ? 4 : 2; }
+constexpr int direct_batch(int ng, int rt) { return rt == 1 ? (ng <= 2 ? 4 : 2) : rt == 2 && ng <= 2 ? 4 : 2; }
+// Every warp's chunks fit one batch (direct::warp_gemm's kOneBatch).
+constexpr bool direct_one_batch(int ng, int rt, int K) {
+  return (K + direct::kChunkK - 1) / direct::kChunkK <= direct_batch(ng, rt) * kDirectWarps;
+}
 
 // Where partial (row n, token m) of a warp's tiles sits in the shared memory the warps meet in:
 // token-major, so that the sum reads and stores consecutive rows of one token (coalesced in out),
@@ -427,11 +430,12 @@ constexpr bool direct_partial_index_is_permutation() {
 static_assert(direct_partial_index_is_permutation(),
               "direct_partial_index must place every partial of a warp's tiles once");
 
-template <int NG, int RT, bool kPacked, class Rows, class Epi>
+template <int NG, int RT, bool kPacked, bool kOneBatch, class Rows, class Epi>
 __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
     direct_gemm_kernel(const bf16* __restrict__ W, const uint4* __restrict__ packed, direct::TileStrides strides,
                        const Rows rows, const Epi epi, int M, int N, int K) {
   static_assert(RT >= 1 && RT <= kDirectMaxTiles && (kPacked || RT == 1), "direct: RT tiles of packed W");
+  static_assert(kPacked || !kOneBatch, "direct: the one-batch kernels read the packed copy");
   constexpr int kCols = 8 * NG, kRows = 16 * RT, kBlockTile = kRows * kCols;
   constexpr int kOuts = (kBlockTile + kDirectWarps * 32 - 1) / (kDirectWarps * 32);  // outputs per thread
   __shared__ float tiles[kDirectWarps * kBlockTile];
@@ -462,11 +466,11 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
   if constexpr (kPacked) {
     const direct::PackedTiles<RT> w{packed + blockIdx.x * RT * strides.tile_pieces, strides.tile_pieces,
                                     min(RT, (N + 15) / 16 - int(blockIdx.x) * RT), strides.chunk_pieces};
-    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
+    direct::warp_gemm<NG, direct_batch(NG, RT), kOneBatch>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
   } else {
     const int ra = n0 + g, rb = n0 + g + 8;
     const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
-    direct::warp_gemm<NG, direct_batch<NG, RT>()>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
+    direct::warp_gemm<NG, direct_batch(NG, RT)>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
   }
   // Row r 16 + g (+ 8) of the block's tiles, token column acc_token.
 #pragma unroll
@@ -834,25 +838,31 @@ class Engine {
   template <bool kPacked>
   void launch_direct(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
     const dim3 grid((N_ + 16 * plan_.rt - 1) / (16 * plan_.rt), plan_.m_chunks);
-    direct_kernel<kPacked>(plan_.ng, plan_.rt)<<<grid, kDirectWarps * 32, 0, stream>>>(
+    direct_kernel<kPacked>(plan_.ng, plan_.rt, K_)<<<grid, kDirectWarps * 32, 0, stream>>>(
         W_, packed_.as<uint4>(), direct::tile_strides(order_, N_, K_), rows, epi, M_, N_, K_);
   }
 
   using DirectKernel = void (*)(const bf16*, const uint4*, direct::TileStrides, Rows, Epi, int, int, int);
-  template <bool kPacked, int RT>
+  template <bool kPacked, int RT, bool kOneBatch>
   static DirectKernel direct_kernel_rt(int ng) {
-    return ng == 1   ? direct_gemm_kernel<1, RT, kPacked, Rows, Epi>
-           : ng == 2 ? direct_gemm_kernel<2, RT, kPacked, Rows, Epi>
-           : ng == 3 ? direct_gemm_kernel<3, RT, kPacked, Rows, Epi>
-                     : direct_gemm_kernel<4, RT, kPacked, Rows, Epi>;
+    return ng == 1   ? direct_gemm_kernel<1, RT, kPacked, kOneBatch, Rows, Epi>
+           : ng == 2 ? direct_gemm_kernel<2, RT, kPacked, kOneBatch, Rows, Epi>
+           : ng == 3 ? direct_gemm_kernel<3, RT, kPacked, kOneBatch, Rows, Epi>
+                     : direct_gemm_kernel<4, RT, kPacked, kOneBatch, Rows, Epi>;
   }
+  template <bool kPacked, int RT>
+  static DirectKernel direct_kernel_rt(int ng, int K) {
+    return direct_one_batch(ng, RT, K) ? direct_kernel_rt<kPacked, RT, true>(ng)
+                                       : direct_kernel_rt<kPacked, RT, false>(ng);
+  }
+  // The one-batch kernels only for the packed copy: W as it is (`direct`) is a named variant.
   template <bool kPacked>
-  static DirectKernel direct_kernel(int ng, int rt) {
-    if constexpr (!kPacked) return direct_kernel_rt<false, 1>(ng);
+  static DirectKernel direct_kernel(int ng, int rt, int K) {
+    if constexpr (!kPacked) return direct_kernel_rt<false, 1, false>(ng);
     else
-      return rt == 1 ? direct_kernel_rt<true, 1>(ng)
-             : rt == 2 ? direct_kernel_rt<true, 2>(ng)
-                       : direct_kernel_rt<true, 3>(ng);
+      return rt == 1 ? direct_kernel_rt<true, 1>(ng, K)
+             : rt == 2 ? direct_kernel_rt<true, 2>(ng, K)
+                       : direct_kernel_rt<true, 3>(ng, K);
   }
 
   void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_, order_); }
