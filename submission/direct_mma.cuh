@@ -174,9 +174,7 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
                                           int stride, float (&acc)[Weights::kTiles * NT][4]) {
   constexpr int kTiles = Weights::kTiles;
   constexpr bool kEarlyTokens = kTiles > 1;
-  const int step = Batch * stride;
-  uint4 a0[Batch][kTiles], b0[Batch][kTiles], a1[Batch][kTiles], b1[Batch][kTiles];
-  uint4 x0[Batch][NT], x1[Batch][NT];
+  uint4 a0[Batch][kTiles], b0[Batch][kTiles], x0[Batch][NT];
   load_weights<Batch>(w, first, end, stride, a0, b0);
   const __nv_bfloat16* x[NT];
   if constexpr (kOneBatch) {
@@ -203,6 +201,8 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
       }
     }
   } else {
+    const int step = Batch * stride;
+    uint4 a1[Batch][kTiles], b1[Batch][kTiles], x1[Batch][NT];
     token_rows(x);
     if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, first, end, stride, x0);
     for (int c0 = first; c0 < end; c0 += 2 * step) {
