@@ -168,7 +168,7 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // chunks fit one batch issues it and multiplies, nothing more. kOneBatch: the caller knows they
 // do (end - first <= Batch * stride), and the loop is not compiled: after an L2 flush the
 // kernel's code comes from DRAM too (docs/perf-log.md, round 85), and without the loop, with
-// two MMA chains, the pooler at K = 1024 ran ~0.1 us faster (round 87).
+// two MMA chains, the pooler at K = 1024 ran 0-0.13 us faster (round 87).
 template <int NT, int Batch, bool kOneBatch = false, class Weights, class TokenRows>
 __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& token_rows, int K, int first, int end,
                                           int stride, float (&acc)[Weights::kTiles * NT][4]) {
