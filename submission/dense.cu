@@ -1,7 +1,7 @@
 // dense: out[M, N] = X[M, K] . W[N, K]^T on the small-M engine
 // (submission/small_m_gemm.cuh): one launch per call, whatever the split; or
 // through cuBLASLt (submission/dense_cublaslt.cu). "default" picks the engine's
-// direct_interleaved kernel where it has been measured to beat cuBLASLt
+// direct_rotated kernel where it has been measured to beat cuBLASLt
 // (small_m::direct_tiles_one_wave), cuBLASLt everywhere else.
 #include <memory>
 #include <string>
@@ -55,14 +55,15 @@ std::vector<std::string> dense_variants() {
 }  // namespace detail
 
 std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, const std::string& variant) {
-  // Measured on the H200 at M = 32 (docs/perf-log.md, rounds 51 and 57):
+  // Measured on the H200 at M = 32 (docs/perf-log.md, rounds 51, 57 and 89):
   // direct_interleaved runs 1.06-1.14x of cuBLASLt where its blocks fit one
   // wave (o and down with two tiles each, qkv with three), and loses over
   // several waves (gate_up, 0.94-0.95x), as every other engine kernel did on
-  // every shape (0.64-0.94x).
+  // every shape (0.64-0.94x); its rotated walks (direct_rotated) take another
+  // 1-2.6% off qkv, o and down.
   if (variant == "default")
     return small_m::direct_tiles_one_wave(dims.M, dims.N, dims.K, device_sm_count())
-               ? std::make_unique<DenseOp>(dims, w, small_m::Kernel::direct_interleaved)
+               ? std::make_unique<DenseOp>(dims, w, small_m::Kernel::direct_rotated)
                : make_dense_cublaslt(dims, w);
   if (variant == "cublaslt") return make_dense_cublaslt(dims, w);
   return std::make_unique<DenseOp>(dims, w, small_m::kernel_for_variant("dense", variant));

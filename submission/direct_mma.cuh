@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 #include "submission/device_memory.h"
 #include "submission/mma_bf16.cuh"
@@ -118,15 +119,24 @@ __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, 
   }
 }
 
-// The token loads of a batch.
-template <int NT, int Batch>
+// A block's walk over K rotated by `rot` chunks: its step s multiplies chunk rotated_chunk(s) of
+// the token rows with slot s of a copy packed in that order (pack_tiles), so that blocks at the
+// same step read one region of the weights but different token chunks.
+__host__ __device__ inline int rotated_chunk(int slot, int chunks, int rot) {
+  const int c = slot + rot;
+  return c < chunks ? c : c - chunks;
+}
+
+// The token loads of a batch, at the chunks the slots c0 + u * stride hold (kRotated: rotated by
+// rot over the end chunks).
+template <int NT, int Batch, bool kRotated>
 __device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[NT], int K, int c0, int end, int stride,
-                                            uint4 (&xv)[Batch][NT]) {
+                                            uint4 (&xv)[Batch][NT], int rot) {
   const int q = threadIdx.x % 4;
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
     const int chunk = c0 + u * stride;
-    const int k = chunk * kChunkK + q * 8;
+    const int k = (kRotated ? rotated_chunk(chunk, end, rot) : chunk) * kChunkK + q * 8;
     const bool in_k = chunk < end && k < K;
 #pragma unroll
     for (int n = 0; n < NT; ++n) xv[u][n] = load_shared_readonly(x[n] + k, in_k && x[n] != nullptr);
@@ -168,10 +178,12 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // chunks fit one batch issues it and multiplies, nothing more. kOneBatch: the caller knows they
 // do (end - first <= Batch * stride), and the loop is not compiled: after an L2 flush the
 // kernel's code comes from DRAM too (docs/perf-log.md, round 85), and without the loop, with
-// two MMA chains, the pooler at K = 1024 ran 0-0.13 us faster (round 87).
-template <int NT, int Batch, bool kOneBatch = false, class Weights, class TokenRows>
+// two MMA chains, the pooler at K = 1024 ran 0-0.13 us faster (round 87). kRotated: w is packed
+// in a walk rotated by rot chunks of the end (rotated_chunk), and the token chunks follow it;
+// a template argument, so that the callers that never rotate (the router) carry no wrap.
+template <int NT, int Batch, bool kOneBatch = false, bool kRotated = false, class Weights, class TokenRows>
 __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& token_rows, int K, int first, int end,
-                                          int stride, float (&acc)[Weights::kTiles * NT][4]) {
+                                          int stride, float (&acc)[Weights::kTiles * NT][4], int rot = 0) {
   constexpr int kTiles = Weights::kTiles;
   constexpr bool kEarlyTokens = kTiles > 1;
   uint4 a0[Batch][kTiles], b0[Batch][kTiles], x0[Batch][NT];
@@ -182,7 +194,7 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
     // looked-up row (the pooler's) ahead of them (docs/perf-log.md, round 87).
     if (first < end) {
       token_rows(x);
-      load_tokens<NT, Batch>(x, K, first, end, stride, x0);
+      load_tokens<NT, Batch, kRotated>(x, K, first, end, stride, x0, rot);
       if constexpr (kTiles * NT == 1) {
         // One accumulator tile: the batch's MMAs would be one dependent chain, which nothing
         // overlaps here. The chunks alternate between two chains, added at the end.
@@ -204,21 +216,21 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
     const int step = Batch * stride;
     uint4 a1[Batch][kTiles], b1[Batch][kTiles], x1[Batch][NT];
     token_rows(x);
-    if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, first, end, stride, x0);
+    if constexpr (kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, first, end, stride, x0, rot);
     for (int c0 = first; c0 < end; c0 += 2 * step) {
       const int c1 = c0 + step;
       if (c1 < end) {
         load_weights<Batch>(w, c1, end, stride, a1, b1);
-        if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+        if constexpr (kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c1, end, stride, x1, rot);
       }
-      if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c0, end, stride, x0);
+      if constexpr (!kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c0, end, stride, x0, rot);
       mma_batch<NT, Batch>(a0, b0, x0, acc);
       if (c1 >= end) break;
       if (c1 + step < end) {
         load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
-        if constexpr (kEarlyTokens) load_tokens<NT, Batch>(x, K, c1 + step, end, stride, x0);
+        if constexpr (kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c1 + step, end, stride, x0, rot);
       }
-      if constexpr (!kEarlyTokens) load_tokens<NT, Batch>(x, K, c1, end, stride, x1);
+      if constexpr (!kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c1, end, stride, x1, rot);
       mma_batch<NT, Batch>(a1, b1, x1, acc);
     }
   }
@@ -232,39 +244,56 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
 //                neighbouring tiles at the same pace read one contiguous region of W at a time,
 //                as a plain streaming read does, instead of as many regions as there are blocks.
 enum class TileOrder { tile_major, chunk_major };
+// Rotated (rot_parts > 1, a power of two): block b, tiles b * block_tiles .., walks K from chunk
+// rotation(b) = (b mod rot_parts) * (chunks / rot_parts) on, and its copy is packed in that
+// order: slot s holds chunk rotated_chunk(s, chunks, rotation(b)). The mask and step are worked
+// out here, on the host: the kernel's own divisions delayed its first weight loads (round 89).
 struct TileStrides {
   size_t tile_pieces, chunk_pieces;
+  int block_tiles = 1, rot_mask = 0, rot_step = 0;
+  __host__ __device__ int rotation(int block) const { return (block & rot_mask) * rot_step; }
 };
-__host__ __device__ inline TileStrides tile_strides(TileOrder order, int N, int K) {
+inline TileStrides tile_strides(TileOrder order, int N, int K, int rot_parts = 1, int block_tiles = 1) {
+  if (rot_parts < 1 || (rot_parts & (rot_parts - 1)) != 0 || block_tiles < 1)
+    throw std::invalid_argument("direct::tile_strides: rot_parts must be a power of two, block_tiles >= 1");
   const size_t tiles = size_t(N + 15) / 16, chunks = size_t(K + kChunkK - 1) / kChunkK;
-  return order == TileOrder::tile_major ? TileStrides{chunks * 64, 64} : TileStrides{64, tiles * 64};
+  TileStrides st = order == TileOrder::tile_major ? TileStrides{chunks * 64, 64} : TileStrides{64, tiles * 64};
+  st.block_tiles = block_tiles;
+  st.rot_mask = rot_parts - 1;
+  st.rot_step = int(chunks) / rot_parts;
+  return st;
 }
 
-// Static: this header is in several files. Piece i in tile-major order, written where `st` puts it.
+// Static: this header is in several files. Piece i in tile-major order of the slots, written
+// where `st` puts it.
 static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, int N, int K, TileStrides st,
                                          uint4* __restrict__ packed, size_t pieces) {
   const int chunks = (K + kChunkK - 1) / kChunkK;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces; i += size_t(gridDim.x) * blockDim.x) {
-    const int lane = int(i % 32), h = int(i / 32 % 2), chunk = int(i / 64 % chunks);
+    const int lane = int(i % 32), h = int(i / 32 % 2), slot = int(i / 64 % chunks);
     const size_t tile = i / 64 / chunks, row = tile * 16 + lane / 4 + 8 * h;
+    const int chunk = rotated_chunk(slot, chunks, st.rotation(int(tile / st.block_tiles)));
     const int k = chunk * kChunkK + lane % 4 * 8;
-    packed[tile * st.tile_pieces + chunk * st.chunk_pieces + h * 32 + lane] =
+    packed[tile * st.tile_pieces + slot * st.chunk_pieces + h * 32 + lane] =
         row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);
   }
 }
 
-// The packed copy of W[N, K] (K % 8 == 0) in `order`, ready when this returns: tile t, chunk c
-// starts at as<uint4>() + t * tile_pieces + c * chunk_pieces (tile_strides).
-inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K, TileOrder order = TileOrder::tile_major) {
+// The packed copy of W[N, K] (K % 8 == 0) laid out as `st` says (tile_strides), ready when this
+// returns: tile t, slot c starts at as<uint4>() + t * tile_pieces + c * chunk_pieces.
+inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K, const TileStrides& st) {
   const int chunks = (K + kChunkK - 1) / kChunkK;
   const size_t pieces = size_t((N + 15) / 16) * chunks * 64;
   DeviceMemory packed(pieces * sizeof(uint4));
   const int blocks = int(std::min<size_t>((pieces + 255) / 256, 65535));
-  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, tile_strides(order, N, K), packed.as<uint4>(), pieces);
+  pack_tiles_kernel<<<blocks, 256>>>(W, N, K, st, packed.as<uint4>(), pieces);
   SUBMISSION_CUDA(cudaGetLastError());
   // The caller's stream may not wait on the legacy stream: finish here.
   SUBMISSION_CUDA(cudaDeviceSynchronize());
   return packed;
+}
+inline DeviceMemory pack_tiles(const __nv_bfloat16* W, int N, int K, TileOrder order = TileOrder::tile_major) {
+  return pack_tiles(W, N, K, tile_strides(order, N, K));
 }
 
 }  // namespace submission::direct

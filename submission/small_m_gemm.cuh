@@ -5,13 +5,17 @@
 // The regime is M <= 32 tokens against a large weight: the op is a single
 // streaming read of W, and everything here serves that read.
 //
-// The default kernel is `direct_interleaved` (direct_gemm_kernel<NG, RT, kPacked, kOneBatch>):
+// The default kernel is `direct_rotated` (direct_gemm_kernel<NG, RT, kPacked, kOneBatch>):
 // up to three 16-row tiles of W per block over all of K, loaded straight into
 // MMA fragments (direct_mma.cuh) from a copy of W packed chunk-major (chunk c of
 // every tile side by side, so that the blocks read one region of W at a time),
 // each token load feeding every tile's MMAs; no shared-memory ring, no split-K.
+// Each block starts its walk over K at quarter (block mod 4) and wraps, its copy
+// packed in that order, so that the blocks in step read one region of W but
+// four token chunks, not all the same one (docs/perf-log.md, round 89).
 // It is the pooler's default, and dense's where its blocks fit one wave
-// (direct_tiles_one_wave). `direct_tiles` is the same kernel on
+// (direct_tiles_one_wave). `direct_interleaved` is the same kernel with no
+// rotation, `direct_tiles` that on
 // a tile-major copy (each tile one contiguous run), `direct_packed` keeps one
 // tile per block, `direct` reads W as it is. The other kernels (wide, narrow:
 // packed weights through a cp.async or bulk-copy ring, split-K where the model
@@ -395,6 +399,8 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
 // reads).
 constexpr int kDirectWarps = 8;
 constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 KB of static shared memory
+// direct_rotated: the blocks' walks start at this many points of K (direct::TileStrides).
+constexpr int kDirectRotParts = 4;
 
 // Chunks per warp step: two batches of weights (16 registers per chunk and tile), one of tokens
 // and the accumulators within ptxas' 128 registers per thread at RT = 1 (two blocks per SM) and
@@ -466,7 +472,8 @@ __global__ void __launch_bounds__(kDirectWarps * 32, RT == 1 ? 2 : 1)
   if constexpr (kPacked) {
     const direct::PackedTiles<RT> w{packed + blockIdx.x * RT * strides.tile_pieces, strides.tile_pieces,
                                     min(RT, (N + 15) / 16 - int(blockIdx.x) * RT), strides.chunk_pieces};
-    direct::warp_gemm<NG, direct_batch(NG, RT), kOneBatch>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
+    direct::warp_gemm<NG, direct_batch(NG, RT), kOneBatch, true>(w, token_rows, K, warp, chunks, kDirectWarps, acc,
+                                                                 strides.rotation(blockIdx.x));
   } else {
     const int ra = n0 + g, rb = n0 + g + 8;
     const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
@@ -638,13 +645,15 @@ inline double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, 
 }
 
 // ------------------------------------------------------------------ host engine
-enum class Kernel { wide, wide_bulk, narrow, direct, direct_packed, direct_tiles, direct_interleaved, cluster, simt };
+enum class Kernel {
+  wide, wide_bulk, narrow, direct, direct_packed, direct_tiles, direct_interleaved, direct_rotated, cluster, simt
+};
 
 // Variant names shared by dense and pooler, "default" first.
 inline std::vector<std::string> variant_names() {
   return {"default",           "splitk_mma",       "splitk_bulk_mma",        "narrow_mma",
           "direct_mma",        "direct_packed_mma", "direct_tiles_mma",      "direct_interleaved_mma",
-          "cluster_splitk_mma", "simt"};
+          "direct_rotated_mma", "cluster_splitk_mma", "simt"};
 }
 
 inline Kernel kernel_for_variant(const std::string& op, const std::string& variant) {
@@ -652,8 +661,9 @@ inline Kernel kernel_for_variant(const std::string& op, const std::string& varia
   // floor, against 59-67% with the wide and narrow kernels the model chose between before, and
   // 1.1-1.2x ahead of direct_mma reading W as it is; direct_tiles is direct_packed where the
   // model keeps one tile per block (H = 1024) and 2.5% faster at B = 16, H = 4096; its
-  // chunk-major copy (direct_interleaved) 1-1.6% faster at H = 4096 (round 51).
-  if (variant == "default") return Kernel::direct_interleaved;
+  // chunk-major copy (direct_interleaved) 1-1.6% faster at H = 4096 (round 51); the walks
+  // rotated (direct_rotated) 1.2% faster at B = 16, H = 4096, the same elsewhere (round 89).
+  if (variant == "default") return Kernel::direct_rotated;
   if (variant == "splitk_mma") return Kernel::wide;    // 128-row tiles, split-K chosen by the model
   if (variant == "splitk_bulk_mma") return Kernel::wide_bulk;  // the same, weights by cp.async.bulk
   if (variant == "narrow_mma") return Kernel::narrow;  // 16-row tiles, k split across warps
@@ -661,6 +671,7 @@ inline Kernel kernel_for_variant(const std::string& op, const std::string& varia
   if (variant == "direct_packed_mma") return Kernel::direct_packed;  // the same from a packed copy of W
   if (variant == "direct_tiles_mma") return Kernel::direct_tiles;  // the same, up to 3 tiles per block
   if (variant == "direct_interleaved_mma") return Kernel::direct_interleaved;  // the same, tiles chunk-major
+  if (variant == "direct_rotated_mma") return Kernel::direct_rotated;  // the same, each block's walk rotated
   if (variant == "cluster_splitk_mma") return Kernel::cluster;  // one wave, split-K reduced in clusters
   if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
   throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");
@@ -732,13 +743,15 @@ MmaKernel<Rows, Epi> mma_kernel(int ng) {
 template <class Rows, class Epi>
 class Engine {
  public:
-  Engine(int M, int N, int K, const bf16* W, Kernel forced) : M_(M), N_(N), K_(K), W_(W) {
+  Engine(int M, int N, int K, const bf16* W, Kernel forced)
+      : M_(M), N_(N), K_(K), W_(W), strides_(direct::tile_strides(direct::TileOrder::tile_major, N, K)) {
     if (M < 1 || N < 1 || K < 8 || K % 8 != 0)
       throw std::invalid_argument("small-M GEMM: need M >= 1, N >= 1, K >= 8, K % 8 == 0 (got M=" +
                                   std::to_string(M) + " N=" + std::to_string(N) +
                                   " K=" + std::to_string(K) + ")");
     const int sms = device_sm_count();
-    const bool tiles = forced == Kernel::direct_tiles || forced == Kernel::direct_interleaved;
+    const bool tiles = forced == Kernel::direct_tiles || forced == Kernel::direct_interleaved ||
+                       forced == Kernel::direct_rotated;
     const bool direct = forced == Kernel::direct || forced == Kernel::direct_packed || tiles;
     if (direct) {
       const DirectShape shape = direct_shape(M, N, K, sms, tiles ? kDirectMaxTiles : 1);
@@ -751,7 +764,10 @@ class Engine {
     if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
     if (forced == Kernel::simt || direct) {
       plan_.kernel = forced;
-      if (forced == Kernel::direct_interleaved) order_ = direct::TileOrder::chunk_major;
+      const direct::TileOrder order = forced == Kernel::direct_interleaved || forced == Kernel::direct_rotated
+                                          ? direct::TileOrder::chunk_major
+                                          : direct::TileOrder::tile_major;
+      strides_ = direct::tile_strides(order, N_, K_, forced == Kernel::direct_rotated ? kDirectRotParts : 1, plan_.rt);
       if (forced != Kernel::simt && forced != Kernel::direct) pack_direct();  // they read W as it is
       return;
     }
@@ -785,7 +801,7 @@ class Engine {
     } else if (plan_.kernel == Kernel::direct) {
       launch_direct<false>(rows, epi, stream);
     } else if (plan_.kernel == Kernel::direct_packed || plan_.kernel == Kernel::direct_tiles ||
-               plan_.kernel == Kernel::direct_interleaved) {
+               plan_.kernel == Kernel::direct_interleaved || plan_.kernel == Kernel::direct_rotated) {
       launch_direct<true>(rows, epi, stream);
     } else if (plan_.kernel == Kernel::cluster) {
       launch_cluster(cluster_, packed_.as<uint4>(), rows, epi, M_, N_, K_, plan_.ng, stream);
@@ -839,7 +855,7 @@ class Engine {
   void launch_direct(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
     const dim3 grid((N_ + 16 * plan_.rt - 1) / (16 * plan_.rt), plan_.m_chunks);
     direct_kernel<kPacked>(plan_.ng, plan_.rt, K_)<<<grid, kDirectWarps * 32, 0, stream>>>(
-        W_, packed_.as<uint4>(), direct::tile_strides(order_, N_, K_), rows, epi, M_, N_, K_);
+        W_, packed_.as<uint4>(), strides_, rows, epi, M_, N_, K_);
   }
 
   using DirectKernel = void (*)(const bf16*, const uint4*, direct::TileStrides, Rows, Epi, int, int, int);
@@ -865,7 +881,7 @@ class Engine {
                        : direct_kernel_rt<true, 3>(ng, K);
   }
 
-  void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_, order_); }
+  void pack_direct() { packed_ = direct::pack_tiles(W_, N_, K_, strides_); }
 
   template <class C>
   void pack() {
@@ -889,7 +905,7 @@ class Engine {
   const bf16* W_;
   Plan plan_;
   ClusterPlan cluster_;    // Kernel::cluster
-  direct::TileOrder order_ = direct::TileOrder::tile_major;  // of packed_, direct kernels and cluster
+  direct::TileStrides strides_;  // of packed_, direct kernels and cluster
   DeviceMemory packed_;    // uint4 chunks of the packed weights
   DeviceMemory partials_;  // float4, splits > 1
   DeviceMemory counters_;  // unsigned, splits > 1
