@@ -60,7 +60,7 @@ std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, 
   // wave (o and down with two tiles each, qkv with three), and loses over
   // several waves (gate_up, 0.94-0.95x), as every other engine kernel did on
   // every shape (0.64-0.94x); its rotated walks (direct_rotated) take another
-  // 1-2.6% off qkv, o and down.
+  // 1.7-2.2% off qkv, o and down.
   if (variant == "default")
     return small_m::direct_tiles_one_wave(dims.M, dims.N, dims.K, device_sm_count())
                ? std::make_unique<DenseOp>(dims, w, small_m::Kernel::direct_rotated)

@@ -119,16 +119,8 @@ __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, 
   }
 }
 
-// A block's walk over K rotated by `rot` chunks: its step s multiplies chunk rotated_chunk(s) of
-// the token rows with slot s of a copy packed in that order (pack_tiles), so that blocks at the
-// same step read one region of the weights but different token chunks.
-__host__ __device__ inline int rotated_chunk(int slot, int chunks, int rot) {
-  const int c = slot + rot;
-  return c < chunks ? c : c - chunks;
-}
-
-// The token loads of a batch, at the chunks the slots c0 + u * stride hold (kRotated: rotated by
-// rot over the end chunks).
+// The token loads of a batch, at the chunks the slots c0 + u * stride hold (kRotated: slot s
+// holds chunk s ^ rot, TileStrides).
 template <int NT, int Batch, bool kRotated>
 __device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[NT], int K, int c0, int end, int stride,
                                             uint4 (&xv)[Batch][NT], int rot) {
@@ -136,7 +128,7 @@ __device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[NT],
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
     const int chunk = c0 + u * stride;
-    const int k = (kRotated ? rotated_chunk(chunk, end, rot) : chunk) * kChunkK + q * 8;
+    const int k = (kRotated ? chunk ^ rot : chunk) * kChunkK + q * 8;
     const bool in_k = chunk < end && k < K;
 #pragma unroll
     for (int n = 0; n < NT; ++n) xv[u][n] = load_shared_readonly(x[n] + k, in_k && x[n] != nullptr);
@@ -179,8 +171,8 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // do (end - first <= Batch * stride), and the loop is not compiled: after an L2 flush the
 // kernel's code comes from DRAM too (docs/perf-log.md, round 85), and without the loop, with
 // two MMA chains, the pooler at K = 1024 ran 0-0.13 us faster (round 87). kRotated: w is packed
-// in a walk rotated by rot chunks of the end (rotated_chunk), and the token chunks follow it;
-// a template argument, so that the callers that never rotate (the router) carry no wrap.
+// in the block's walk, slot s holding chunk s ^ rot (TileStrides), and the token chunks follow
+// it; a template argument, so that the callers that never rotate (the router) carry nothing.
 template <int NT, int Batch, bool kOneBatch = false, bool kRotated = false, class Weights, class TokenRows>
 __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& token_rows, int K, int first, int end,
                                           int stride, float (&acc)[Weights::kTiles * NT][4], int rot = 0) {
@@ -244,23 +236,31 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
 //                neighbouring tiles at the same pace read one contiguous region of W at a time,
 //                as a plain streaming read does, instead of as many regions as there are blocks.
 enum class TileOrder { tile_major, chunk_major };
-// Rotated (rot_parts > 1, a power of two): block b, tiles b * block_tiles .., walks K from chunk
-// rotation(b) = (b mod rot_parts) * (chunks / rot_parts) on, and its copy is packed in that
-// order: slot s holds chunk rotated_chunk(s, chunks, rotation(b)). The mask and step are worked
-// out here, on the host: the kernel's own divisions delayed its first weight loads (round 89).
+// Rotated (rot_parts > 1): block b, tiles b * block_tiles .., walks its slots in order, slot s
+// holding chunk s ^ rotation(b), rotation(b) = (b mod rot_parts) * rot_group. With rot_group the
+// chunks the block's warps take at a time, the blocks in step then ask L2 for rot_parts different
+// groups of token chunks instead of one (docs/perf-log.md, round 89), and their weights, packed
+// in that order, stay one region. A mask, not an offset that wraps: the wrap's compare and
+// select before every token load cost more than the rotation won on dense o. The masks keep every
+// slot inside K where the chunks are whole runs of rot_parts * rot_group; elsewhere fewer parts.
+// Both powers of two. Worked out here, on the host: two integer divisions in the kernel delayed
+// its first weight loads.
 struct TileStrides {
   size_t tile_pieces, chunk_pieces;
-  int block_tiles = 1, rot_mask = 0, rot_step = 0;
-  __host__ __device__ int rotation(int block) const { return (block & rot_mask) * rot_step; }
+  int block_tiles = 1, rot_mask = 0, rot_group = 0;
+  __host__ __device__ int rotation(int block) const { return (block & rot_mask) * rot_group; }
 };
-inline TileStrides tile_strides(TileOrder order, int N, int K, int rot_parts = 1, int block_tiles = 1) {
-  if (rot_parts < 1 || (rot_parts & (rot_parts - 1)) != 0 || block_tiles < 1)
-    throw std::invalid_argument("direct::tile_strides: rot_parts must be a power of two, block_tiles >= 1");
+inline TileStrides tile_strides(TileOrder order, int N, int K, int rot_parts = 1, int block_tiles = 1,
+                                int rot_group = 1) {
+  auto pow2 = [](int v) { return v >= 1 && (v & (v - 1)) == 0; };
+  if (!pow2(rot_parts) || !pow2(rot_group) || block_tiles < 1)
+    throw std::invalid_argument("direct::tile_strides: rot_parts and rot_group must be powers of two");
   const size_t tiles = size_t(N + 15) / 16, chunks = size_t(K + kChunkK - 1) / kChunkK;
+  while (rot_parts > 1 && chunks % (size_t(rot_parts) * rot_group) != 0) rot_parts /= 2;
   TileStrides st = order == TileOrder::tile_major ? TileStrides{chunks * 64, 64} : TileStrides{64, tiles * 64};
   st.block_tiles = block_tiles;
   st.rot_mask = rot_parts - 1;
-  st.rot_step = int(chunks) / rot_parts;
+  st.rot_group = rot_group;
   return st;
 }
 
@@ -272,7 +272,7 @@ static __global__ void pack_tiles_kernel(const __nv_bfloat16* __restrict__ W, in
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pieces; i += size_t(gridDim.x) * blockDim.x) {
     const int lane = int(i % 32), h = int(i / 32 % 2), slot = int(i / 64 % chunks);
     const size_t tile = i / 64 / chunks, row = tile * 16 + lane / 4 + 8 * h;
-    const int chunk = rotated_chunk(slot, chunks, st.rotation(int(tile / st.block_tiles)));
+    const int chunk = slot ^ st.rotation(int(tile / st.block_tiles));
     const int k = chunk * kChunkK + lane % 4 * 8;
     packed[tile * st.tile_pieces + slot * st.chunk_pieces + h * 32 + lane] =
         row < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + row * K + k) : make_uint4(0, 0, 0, 0);

@@ -10,9 +10,10 @@
 // MMA fragments (direct_mma.cuh) from a copy of W packed chunk-major (chunk c of
 // every tile side by side, so that the blocks read one region of W at a time),
 // each token load feeding every tile's MMAs; no shared-memory ring, no split-K.
-// Each block starts its walk over K at quarter (block mod 4) and wraps, its copy
-// packed in that order, so that the blocks in step read one region of W but
-// four token chunks, not all the same one (docs/perf-log.md, round 89).
+// Each block takes K's chunks in an order of its own (slot s holds chunk
+// s ^ (8 (block mod 4)), direct::TileStrides), its copy packed in that order,
+// so that the blocks in step read one region of W but four groups of token
+// chunks, not all the same one (docs/perf-log.md, round 89).
 // It is the pooler's default, and dense's where its blocks fit one wave
 // (direct_tiles_one_wave). `direct_interleaved` is the same kernel with no
 // rotation, `direct_tiles` that on
@@ -399,7 +400,7 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
 // reads).
 constexpr int kDirectWarps = 8;
 constexpr int kDirectMaxTiles = 3;  // RT: the warps' partial tiles must fit 48 KB of static shared memory
-// direct_rotated: the blocks' walks start at this many points of K (direct::TileStrides).
+// direct_rotated: the blocks' walks take K's chunks in this many orders (direct::TileStrides).
 constexpr int kDirectRotParts = 4;
 
 // Chunks per warp step: two batches of weights (16 registers per chunk and tile), one of tokens
@@ -662,7 +663,7 @@ inline Kernel kernel_for_variant(const std::string& op, const std::string& varia
   // 1.1-1.2x ahead of direct_mma reading W as it is; direct_tiles is direct_packed where the
   // model keeps one tile per block (H = 1024) and 2.5% faster at B = 16, H = 4096; its
   // chunk-major copy (direct_interleaved) 1-1.6% faster at H = 4096 (round 51); the walks
-  // rotated (direct_rotated) 1.2% faster at B = 16, H = 4096, the same elsewhere (round 89).
+  // rotated (direct_rotated) 1.3-2.8% faster at H = 4096, the same at H = 1024 (round 89).
   if (variant == "default") return Kernel::direct_rotated;
   if (variant == "splitk_mma") return Kernel::wide;    // 128-row tiles, split-K chosen by the model
   if (variant == "splitk_bulk_mma") return Kernel::wide_bulk;  // the same, weights by cp.async.bulk
@@ -767,7 +768,8 @@ class Engine {
       const direct::TileOrder order = forced == Kernel::direct_interleaved || forced == Kernel::direct_rotated
                                           ? direct::TileOrder::chunk_major
                                           : direct::TileOrder::tile_major;
-      strides_ = direct::tile_strides(order, N_, K_, forced == Kernel::direct_rotated ? kDirectRotParts : 1, plan_.rt);
+      strides_ = direct::tile_strides(order, N_, K_, forced == Kernel::direct_rotated ? kDirectRotParts : 1, plan_.rt,
+                                      kDirectWarps);
       if (forced != Kernel::simt && forced != Kernel::direct) pack_direct();  // they read W as it is
       return;
     }
