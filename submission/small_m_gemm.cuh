@@ -672,7 +672,7 @@ inline Kernel kernel_for_variant(const std::string& op, const std::string& varia
   if (variant == "direct_packed_mma") return Kernel::direct_packed;  // the same from a packed copy of W
   if (variant == "direct_tiles_mma") return Kernel::direct_tiles;  // the same, up to 3 tiles per block
   if (variant == "direct_interleaved_mma") return Kernel::direct_interleaved;  // the same, tiles chunk-major
-  if (variant == "direct_rotated_mma") return Kernel::direct_rotated;  // the same, each block's walk rotated
+  if (variant == "direct_rotated_mma") return Kernel::direct_rotated;  // the same, each block's own chunk order
   if (variant == "cluster_splitk_mma") return Kernel::cluster;  // one wave, split-K reduced in clusters
   if (variant == "simt") return Kernel::simt;          // CUDA-core reference path
   throw std::invalid_argument("unknown " + op + " variant '" + variant + "'");

@@ -232,6 +232,29 @@ TEST_CASE("dense and pooler: the direct kernels' block shapes") {
   CHECK_FALSE(direct_tiles_one_wave(0, 4096, 4096, sms));    // invalid: cuBLASLt reports it
 }
 
+TEST_CASE("dense and pooler: each direct block's slot order is a permutation of K's chunks") {
+  using submission::direct::tile_strides;
+  using submission::direct::TileOrder;
+  for (int chunks = 1; chunks <= 200; ++chunks) {
+    const auto st = tile_strides(TileOrder::chunk_major, 64, chunks * 32, 4, 2, 8);
+    // Four orders where the chunks are whole runs of 32, two where of 16, else one.
+    const int parts = chunks % 32 == 0 ? 4 : chunks % 16 == 0 ? 2 : 1;
+    CHECK(st.rotation(1) == (parts > 1 ? 8 : 0));
+    CHECK(st.rotation(parts) == 0);
+    for (int block = 0; block < 6; ++block) {
+      std::vector<int> seen(chunks, 0);
+      for (int slot = 0; slot < chunks; ++slot) {
+        const int chunk = slot ^ st.rotation(block);
+        REQUIRE(chunk >= 0);
+        REQUIRE(chunk < chunks);
+        ++seen[chunk];
+      }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == chunks);
+    }
+  }
+  CHECK_THROWS_AS(tile_strides(TileOrder::chunk_major, 64, 1024, 3, 1, 8), std::invalid_argument);
+}
+
 TEST_CASE("dense: public shapes, every variant") {
   const int shapes[][3] = {{32, 6144, 4096}, {32, 4096, 4096}, {32, 28672, 4096}, {32, 4096, 14336}};
   for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
