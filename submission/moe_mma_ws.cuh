@@ -60,11 +60,11 @@ constexpr int kWsFullArrivals = 1 + 32;
 // its ring's first kStages stages (`issued` of them so far), or, with fewer
 // in all, when it has no more to request (`last`). GEMM 2's CTAs that fit
 // beside GEMM 1's then align their routing and request their first weights
-// while GEMM 1 streams, not while its first stages are on their way. Let in at GEMM 1's start, at qwen3 M=1
-// (GEMM 1 on 216 of the 396 CTA slots, GEMM 2 on the rest) they delayed
-// GEMM 1's first stages by ~0.5 us and its end by ~1 us (docs/perf-log.md,
-// round 80). Where GEMM 1 fills every slot, GEMM 2's CTAs become resident
-// only as GEMM 1's leave, long after this.
+// while GEMM 1 streams, not while its first stages are on their way. Let in
+// at GEMM 1's start, at qwen3 M=1 (GEMM 1 on 216 of the 396 CTA slots,
+// GEMM 2 on the rest) they delayed GEMM 1's first stages by ~0.5 us and its
+// end by ~1 us (docs/perf-log.md, round 80). Where GEMM 1 fills every slot,
+// GEMM 2's CTAs become resident only as GEMM 1's leave, long after this.
 template <bool kDown, int kStages>
 __device__ __forceinline__ void up_launch_dependents_after(int issued, bool last) {
   if (!kDown && (last ? issued < kStages : issued == kStages)) pdl_launch_dependents();

@@ -744,8 +744,7 @@ MmaKernel<Rows, Epi> mma_kernel(int ng) {
 template <class Rows, class Epi>
 class Engine {
  public:
-  Engine(int M, int N, int K, const bf16* W, Kernel forced)
-      : M_(M), N_(N), K_(K), W_(W), strides_(direct::tile_strides(direct::TileOrder::tile_major, N, K)) {
+  Engine(int M, int N, int K, const bf16* W, Kernel forced) : M_(M), N_(N), K_(K), W_(W) {
     if (M < 1 || N < 1 || K < 8 || K % 8 != 0)
       throw std::invalid_argument("small-M GEMM: need M >= 1, N >= 1, K >= 8, K % 8 == 0 (got M=" +
                                   std::to_string(M) + " N=" + std::to_string(N) +
@@ -763,13 +762,12 @@ class Engine {
     }
     plan_.m_chunks = (M + 8 * plan_.ng - 1) / (8 * plan_.ng);
     if (plan_.m_chunks > 65535) throw std::invalid_argument("small-M GEMM: M too large");
+    // The layout of the packed copy that the direct kernels and cluster read.
+    const bool chunk_major = forced == Kernel::direct_interleaved || forced == Kernel::direct_rotated;
+    strides_ = direct::tile_strides(chunk_major ? direct::TileOrder::chunk_major : direct::TileOrder::tile_major, N, K,
+                                    forced == Kernel::direct_rotated ? kDirectRotParts : 1, plan_.rt, kDirectWarps);
     if (forced == Kernel::simt || direct) {
       plan_.kernel = forced;
-      const direct::TileOrder order = forced == Kernel::direct_interleaved || forced == Kernel::direct_rotated
-                                          ? direct::TileOrder::chunk_major
-                                          : direct::TileOrder::tile_major;
-      strides_ = direct::tile_strides(order, N_, K_, forced == Kernel::direct_rotated ? kDirectRotParts : 1, plan_.rt,
-                                      kDirectWarps);
       if (forced != Kernel::simt && forced != Kernel::direct) pack_direct();  // they read W as it is
       return;
     }
