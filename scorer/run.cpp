@@ -2,7 +2,6 @@
 // the GPU's ceilings in a child process, score every shape in a child process
 // of its own (a crash or hang fails that shape alone), then compute the
 // statistics, print the table, save the JSON and compare with the selected best.
-#include <fnmatch.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -38,7 +37,7 @@ const char* kRunHelp = R"(usage: scorer run [options]      score shapes: correct
 
 options:
   --shapes FILE         shapes file (default shapes.toml)
-  --filter GLOB[,GLOB]  only shapes whose name matches one of the globs
+  --filter GLOB[,GLOB]  only shapes whose whole name matches one of the globs
   --regime NAME         only shapes of this regime (repeatable)
   --variant OP=NAME     score submission variant NAME for op OP (repeatable; see scorer list)
   --seed N              input seed (default 20261129)
@@ -146,14 +145,6 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
   }
   if (o.run.min_trials > o.run.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
   return o;
-}
-
-bool selected(const Shape& s, const Options& o) {
-  if (!o.regimes.empty() && std::find(o.regimes.begin(), o.regimes.end(), s.regime) == o.regimes.end()) return false;
-  if (o.filters.empty()) return true;
-  for (const auto& g : o.filters)
-    if (fnmatch(g.c_str(), s.name.c_str(), 0) == 0 || s.name.find(g) != std::string::npos) return true;
-  return false;
 }
 
 std::string shell_line(const char* cmd) {
@@ -268,9 +259,11 @@ int score(const std::vector<std::string>& args, bool timing) {
   Options o;
   ShapesFile sf;
   Recorded rec;
+  std::vector<Shape> shapes;
   try {
     o = parse_options(args, timing);
     sf = load_shapes(o.shapes);
+    shapes = select_shapes(sf, o.filters, o.regimes);
     if (!o.recorded.empty()) rec = load_recorded(o.recorded);
   } catch (const CliError& e) {
     std::cerr << e.message << "\n";
@@ -279,14 +272,6 @@ int score(const std::vector<std::string>& args, bool timing) {
     std::cerr << e.what() << "\n";
     return kExitBadInput;
   }
-  std::vector<Shape> shapes;
-  for (const auto& s : sf.shapes)
-    if (selected(s, o)) shapes.push_back(s);
-  if (shapes.empty()) {
-    std::cerr << "command line: no shape of " << o.shapes << " matches the --filter/--regime given\n";
-    return kExitBadInput;
-  }
-
   RunResult run;
   run.meta = start_meta(o, sf, args, timing);
   // Ctrl-C or SIGTERM stops after killing the shape in progress; the shapes

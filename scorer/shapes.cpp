@@ -3,6 +3,9 @@
 
 #include <toml++/toml.h>
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -321,6 +324,30 @@ ShapesFile load_shapes(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
   return parse_shapes(text.str(), path);
+}
+
+std::vector<Shape> select_shapes(const ShapesFile& file, const std::vector<std::string>& globs,
+                                 const std::vector<std::string>& regimes) {
+  auto glob_matches = [](const std::string& glob, const Shape& s) {
+    return fnmatch(glob.c_str(), s.name.c_str(), 0) == 0;
+  };
+  auto any_shape = [&](auto&& pred) { return std::any_of(file.shapes.begin(), file.shapes.end(), pred); };
+  for (const auto& g : globs)
+    if (!any_shape([&](const Shape& s) { return glob_matches(g, s); }))
+      throw InputError("command line: --filter '" + g + "' matches no shape of " + file.path +
+                       " (a glob matches whole names: try '" + g + "*')");
+  for (const auto& r : regimes)
+    if (!any_shape([&](const Shape& s) { return s.regime == r; }))
+      throw InputError("command line: --regime '" + r + "' is no regime of " + file.path);
+  std::vector<Shape> out;
+  for (const auto& s : file.shapes) {
+    const bool by_name = globs.empty() || std::any_of(globs.begin(), globs.end(),
+                                                      [&](const std::string& g) { return glob_matches(g, s); });
+    const bool by_regime = regimes.empty() || std::find(regimes.begin(), regimes.end(), s.regime) != regimes.end();
+    if (by_name && by_regime) out.push_back(s);
+  }
+  if (out.empty()) throw InputError("command line: no shape of " + file.path + " matches both --filter and --regime");
+  return out;
 }
 
 }  // namespace scorer

@@ -61,4 +61,14 @@ ShapesFile load_shapes(const std::string& path);
 // The same on a string, for tests; `path` is only used in messages.
 ShapesFile parse_shapes(const std::string& text, const std::string& path);
 
+// The shapes that `--filter GLOB[,GLOB]` and `--regime R` select, in file
+// order. A glob matches a whole name (fnmatch): "moe_qwen3_m1" is that shape
+// alone, "moe_qwen3*" all four of qwen3. A shape is selected when some glob
+// matches it (or none is given) and its regime is one of those given (or
+// none is). A glob or a regime that matches no shape of the file is a typo
+// rather than a wish for nothing, and so is a selection left empty: each
+// throws an InputError that names it.
+std::vector<Shape> select_shapes(const ShapesFile& file, const std::vector<std::string>& globs,
+                                 const std::vector<std::string>& regimes);
+
 }  // namespace scorer

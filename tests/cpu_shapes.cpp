@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "scorer/sha256.h"
 #include "scorer/shapes.h"
@@ -235,6 +236,33 @@ TEST_CASE("shapes too large for device memory are refused") {
   CHECK(parse_shapes(moe(8, 16384, 14336, 64, 64, 2, 0), "t.toml").shapes.size() == 1);
   // 128 of them: about 43 GiB.
   CHECK(error_of(moe(8, 16384, 14336, 128, 128, 2, 0)).rfind("t.toml:1: fields M, H, I,", 0) == 0);
+}
+
+TEST_CASE("--filter globs match whole names; a glob or regime that selects nothing is an error") {
+  const scorer::ShapesFile f = scorer::load_shapes("shapes.toml");
+  auto names = [&](const std::vector<std::string>& globs, const std::vector<std::string>& regimes) {
+    std::vector<std::string> out;
+    for (const scorer::Shape& s : scorer::select_shapes(f, globs, regimes)) out.push_back(s.name);
+    return out;
+  };
+  CHECK(names({}, {}).size() == f.shapes.size());
+  // A name is that shape alone, not every name it begins (moe_qwen3_m16 ...).
+  CHECK(names({"moe_qwen3_m1"}, {}) == std::vector<std::string>{"moe_qwen3_m1"});
+  CHECK(names({"moe_qwen3*"}, {}) ==
+        std::vector<std::string>{"moe_qwen3_m1", "moe_qwen3_m16", "moe_qwen3_m64", "moe_qwen3_m256"});
+  // File order, whatever the globs' order; a shape two globs match once.
+  CHECK(names({"dense_m32_o", "dense_m32_[qo]*"}, {}) ==
+        std::vector<std::string>{"dense_m32_qkv", "dense_m32_o"});
+  CHECK(names({"pooler*"}, {"pooler-16"}) == std::vector<std::string>{"pooler_b16_h1024", "pooler_b16_h4096"});
+  CHECK(names({}, {"dense-32"}).size() == 4);
+  CHECK_THROWS_WITH_AS(names({"moe*", "moe_qwen3_m2"}, {}),
+                       "command line: --filter 'moe_qwen3_m2' matches no shape of shapes.toml (a glob "
+                       "matches whole names: try 'moe_qwen3_m2*')",
+                       InputError);
+  CHECK_THROWS_WITH_AS(names({}, {"dense"}), "command line: --regime 'dense' is no regime of shapes.toml",
+                       InputError);
+  CHECK_THROWS_WITH_AS(names({"dense*"}, {"moe"}),
+                       "command line: no shape of shapes.toml matches both --filter and --regime", InputError);
 }
 
 TEST_CASE("a missing shapes file names the file and the reason") {
