@@ -5,7 +5,6 @@
 
 #include <fnmatch.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -328,24 +327,23 @@ ShapesFile load_shapes(const std::string& path) {
 
 std::vector<Shape> select_shapes(const ShapesFile& file, const std::vector<std::string>& globs,
                                  const std::vector<std::string>& regimes) {
-  auto glob_matches = [](const std::string& glob, const Shape& s) {
-    return fnmatch(glob.c_str(), s.name.c_str(), 0) == 0;
-  };
-  auto any_shape = [&](auto&& pred) { return std::any_of(file.shapes.begin(), file.shapes.end(), pred); };
-  for (const auto& g : globs)
-    if (!any_shape([&](const Shape& s) { return glob_matches(g, s); }))
-      throw InputError("command line: --filter '" + g + "' matches no shape of " + file.path +
-                       " (a glob matches whole names: try '" + g + "*')");
-  for (const auto& r : regimes)
-    if (!any_shape([&](const Shape& s) { return s.regime == r; }))
-      throw InputError("command line: --regime '" + r + "' is no regime of " + file.path);
+  // One pass: which globs and regimes matched some shape, and the shapes both select.
+  std::vector<bool> glob_used(globs.size()), regime_used(regimes.size());
   std::vector<Shape> out;
   for (const auto& s : file.shapes) {
-    const bool by_name = globs.empty() || std::any_of(globs.begin(), globs.end(),
-                                                      [&](const std::string& g) { return glob_matches(g, s); });
-    const bool by_regime = regimes.empty() || std::find(regimes.begin(), regimes.end(), s.regime) != regimes.end();
+    bool by_name = globs.empty(), by_regime = regimes.empty();
+    for (size_t i = 0; i < globs.size(); ++i)
+      if (fnmatch(globs[i].c_str(), s.name.c_str(), 0) == 0) by_name = glob_used[i] = true;
+    for (size_t i = 0; i < regimes.size(); ++i)
+      if (s.regime == regimes[i]) by_regime = regime_used[i] = true;
     if (by_name && by_regime) out.push_back(s);
   }
+  for (size_t i = 0; i < globs.size(); ++i)
+    if (!glob_used[i])
+      throw InputError("command line: --filter '" + globs[i] + "' matches no shape of " + file.path +
+                       " (a glob matches whole names: try '" + globs[i] + "*')");
+  for (size_t i = 0; i < regimes.size(); ++i)
+    if (!regime_used[i]) throw InputError("command line: --regime '" + regimes[i] + "' is no regime of " + file.path);
   if (out.empty()) throw InputError("command line: no shape of " + file.path + " matches both --filter and --regime");
   return out;
 }
