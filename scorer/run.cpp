@@ -3,9 +3,13 @@
 // of its own (a crash or hang fails that shape alone), then compute the
 // statistics, print the table, save the JSON and compare with the selected best.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <cstdio>
 #include <ctime>
@@ -69,6 +73,8 @@ struct CliError {
   std::string message;
 };
 
+constexpr int64_t kMaxSeed = 9000000000000000;
+
 struct Options {
   std::string shapes = "shapes.toml";
   std::vector<std::string> filters, regimes;
@@ -90,6 +96,37 @@ double parse_number(const std::string& flag, const std::string& v, double lo, do
     s << "command line: " << flag << ": expected a number in [" << lo << ", " << hi << "], got '" << v << "'";
     throw CliError{s.str()};
   }
+}
+
+// A count or a seed: a whole number, not one cut short (`--seed 1.5` is a
+// typo, not seed 1). hi stays below 2^53, where doubles hold every integer.
+int64_t parse_integer(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+  const double x = parse_number(flag, v, double(lo), double(hi));
+  if (x != std::floor(x))
+    throw CliError{"command line: " + flag + ": expected a whole number, got '" + v + "'"};
+  return int64_t(x);
+}
+
+// The results file must be writable before any shape is scored, not found
+// unwritable after all of them: the nearest existing ancestor of its
+// directory must be a writable directory, and the file itself no directory.
+// It may not be the selected best either, which only `scorer select`
+// replaces (after its checks, keeping the old one in the history).
+void check_results_target(const std::string& out, const std::string& best) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::absolute(out, ec);
+  if (fs::is_directory(target, ec))
+    throw CliError{"command line: --out " + out + ": is a directory, not a results file"};
+  fs::path dir = target.parent_path();
+  while (!fs::exists(dir, ec) && dir != dir.root_path()) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw CliError{"command line: --out " + out + ": " + dir.string() + " is not a directory"};
+  if (access(dir.c_str(), W_OK) != 0)
+    throw CliError{"command line: --out " + out + ": cannot write in " + dir.string() + ": " + std::strerror(errno)};
+  if (fs::weakly_canonical(target, ec) == fs::weakly_canonical(fs::absolute(best, ec), ec))
+    throw CliError{"command line: --out " + out +
+                   ": is the selected best (--best), which only scorer select replaces"};
 }
 
 Options parse_options(const std::vector<std::string>& args, bool timing) {
@@ -127,7 +164,7 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
         throw CliError{"command line: --variant: op " + op + " has no variant '" + name + "' (known: " + list + ")"};
       }
       o.variants[op] = name;
-    } else if (a == "--seed") o.run.seed = uint64_t(parse_number(a, value(), 0, 9.0e15));
+    } else if (a == "--seed") o.run.seed = uint64_t(parse_integer(a, value(), 0, kMaxSeed));
     else if (a == "--out") o.out = value();
     else if (a == "--best") o.best = value();
     else if (a == "--no-diff") o.diff = false;
@@ -135,15 +172,16 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
     else if (a == "--graph") o.run.graph = true;
     else if (a == "--target") o.run.target_rel_halfwidth = parse_number(a, value(), 0.01, 100) / 100;
     else if (a == "--time-cap") o.run.time_cap_s = parse_number(a, value(), 0, 3600);
-    else if (a == "--min-trials") o.run.min_trials = int(parse_number(a, value(), 1, 1e6));
-    else if (a == "--max-trials") o.run.max_trials = int(parse_number(a, value(), 1, 1e6));
-    else if (a == "--sets") o.run.sets = int(parse_number(a, value(), 1, 16));
-    else if (a == "--checks") o.run.checks = int(parse_number(a, value(), 1, 1000));
-    else if (a == "--warmup") o.run.warmup = int(parse_number(a, value(), 0, 1000));
+    else if (a == "--min-trials") o.run.min_trials = int(parse_integer(a, value(), 1, 1000000));
+    else if (a == "--max-trials") o.run.max_trials = int(parse_integer(a, value(), 1, 1000000));
+    else if (a == "--sets") o.run.sets = int(parse_integer(a, value(), 1, 16));
+    else if (a == "--checks") o.run.checks = int(parse_integer(a, value(), 1, 1000));
+    else if (a == "--warmup") o.run.warmup = int(parse_integer(a, value(), 0, 1000));
     else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
     else throw CliError{"command line: unknown option '" + a + "' (see scorer run --help)"};
   }
   if (o.run.min_trials > o.run.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
+  if (timing) check_results_target(o.out, o.best);
   return o;
 }
 
@@ -333,8 +371,15 @@ int score(const std::vector<std::string>& args, bool timing) {
       const std::string keep = "results/runs/" + utc_now("%Y%m%dT%H%M%SZ") + "-" +
                                (run.meta.git_commit.empty() ? "nogit" : run.meta.git_commit.substr(0, 8)) +
                                (interrupted ? "-interrupted" : "") + ".json";
-      if (!interrupted) save_results(run, o.out);
+      // The kept copy first: should the results file fail after all, the run is not lost.
       save_results(run, keep);
+      if (!interrupted) {
+        try {
+          save_results(run, o.out);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(std::string(e.what()) + " (the run is kept as " + keep + ")");
+        }
+      }
       if (interrupted)
         std::cout << "\npartial results (" << run.shapes.size() << " of " << shapes.size() << " shapes): " << keep
                   << "\n";
@@ -369,21 +414,26 @@ int check_main(const std::vector<std::string>& args) { return score(args, false)
 int list_main(const std::vector<std::string>& args) {
   std::string path = "shapes.toml";
   uint64_t seed = RunOptions{}.seed;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "-h" || args[i] == "--help") {
+  for (const auto& a : args)
+    if (a == "-h" || a == "--help") {
       std::cout << "usage: scorer list [--shapes FILE] [--seed N]\n"
                    "lists the shapes (dims, minimal bytes, FLOPs) and each op's submission variants\n";
       return kExitOk;
-    } else if (args[i] == "--shapes" && i + 1 < args.size()) path = args[++i];
-    else if (args[i] == "--seed" && i + 1 < args.size()) seed = std::stoull(args[++i]);
-    else {
-      std::cerr << "command line: unknown option '" << args[i] << "' (see scorer list --help)\n";
-      return kExitBadInput;
     }
-  }
   ShapesFile sf;
   try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      if (a != "--shapes" && a != "--seed")
+        throw CliError{"command line: unknown option '" + a + "' (see scorer list --help)"};
+      if (i + 1 >= args.size()) throw CliError{"command line: " + a + " needs a value"};
+      if (a == "--shapes") path = args[++i];
+      else seed = uint64_t(parse_integer(a, args[++i], 0, kMaxSeed));
+    }
     sf = load_shapes(path);
+  } catch (const CliError& e) {
+    std::cerr << e.message << "\n";
+    return kExitBadInput;
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";
     return kExitBadInput;

@@ -1,0 +1,85 @@
+// `scorer run` and `scorer list` refuse bad options with one line and exit 2
+// before any GPU work (so these run without a GPU).
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "scorer/commands.h"
+#include "scorer/exit_codes.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int rc;
+  std::string err;
+};
+
+Outcome call(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
+  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
+  const int rc = command(args);
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  return {rc, err.str()};
+}
+
+}  // namespace
+
+TEST_CASE("run: a results file it could not write is refused before any shape is scored") {
+  const fs::path dir = fs::temp_directory_path() / ("scorer-run-options-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "results");
+  const std::string d = dir.string();
+
+  Outcome o = call(scorer::run_main, {"--out", d});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --out " + d + ": is a directory, not a results file\n");
+
+  std::ofstream(dir / "file") << "x";
+  o = call(scorer::run_main, {"--out", d + "/file/latest.json"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --out " + d + "/file/latest.json: " + d + "/file is not a directory\n");
+
+  // The selected best is replaced only by `scorer select`, under any spelling.
+  o = call(scorer::run_main, {"--best", d + "/results/best.json", "--out", d + "/results/../results/best.json"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --out " + d +
+                     "/results/../results/best.json: is the selected best (--best), which only scorer select "
+                     "replaces\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("run and list: seeds and counts are whole numbers, and every option has its value") {
+  Outcome o = call(scorer::run_main, {"--seed", "1.5"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --seed: expected a whole number, got '1.5'\n");
+  o = call(scorer::run_main, {"--sets", "2.5"});
+  CHECK(o.err == "command line: --sets: expected a whole number, got '2.5'\n");
+  o = call(scorer::run_main, {"--min-trials", "-3"});
+  CHECK(o.err == "command line: --min-trials: expected a number in [1, 1e+06], got '-3'\n");
+
+  o = call(scorer::list_main, {"--seed", "abc"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --seed: expected a number in [0, 9e+15], got 'abc'\n");
+  o = call(scorer::list_main, {"--seed", "99999999999999999999999"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  o = call(scorer::list_main, {"--seed", "12abc"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  o = call(scorer::list_main, {"--seed"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --seed needs a value\n");
+  o = call(scorer::list_main, {"--shapes"});
+  CHECK(o.err == "command line: --shapes needs a value\n");
+  o = call(scorer::list_main, {"--colour"});
+  CHECK(o.err == "command line: unknown option '--colour' (see scorer list --help)\n");
+}
