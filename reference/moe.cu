@@ -283,7 +283,7 @@ class MoeBaseline final : public submission::Moe {
   void run(const submission::MoeIO& io, cudaStream_t stream) override {
     const int H = d_.H, I = d_.I, E = d_.E_local;
     const cublasHandle_t handle = cublas_.bind(stream);
-    moe_align<<<1, kAlignThreads, 2 * E * sizeof(int), stream>>>(
+    moe_align<<<1, kAlignThreads, moe_align_smem_bytes(E), stream>>>(
         io.topk_ids, routes_, d_.k, d_.ep_rank * E, E, H, I, w13_.get(), w2_.get(), xg_.get(), gate_up_.get(),
         h_.get(), y_.get(), counts_.get(), slot_of_route_.get(), slot_token_.get(), ptrs_.get());
     REF_CHECK_LAUNCH();
@@ -346,6 +346,8 @@ std::unique_ptr<MoeReference> make_moe_reference(const submission::MoeDims& d, c
 
 std::unique_ptr<submission::Moe> make_moe_baseline(const submission::MoeDims& d, const submission::MoeWeights& w) {
   check_dims(d);
+  detail::require(moe_align_smem_bytes(d.E_local) <= kBaselineSmemBytes,
+                  "moe baseline: E_local too large for one block's counters");
   return std::make_unique<MoeBaseline>(d, w);
 }
 

@@ -6,6 +6,8 @@
 // Neither is uploaded. Semantics of each op: submission/submission.h.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "submission/submission.h"
@@ -81,5 +83,16 @@ std::unique_ptr<submission::Moe> make_moe_baseline(const submission::MoeDims&,
 // it without holding the stream behind a blocking kernel, and cannot capture it
 // in a CUDA graph. Every other baseline follows the submission's contract.
 constexpr bool kMoeBaselineSynchronizes = true;
+
+// Beyond each op's "Valid:" rules, the baselines keep a row of experts in one
+// block's shared memory, within the 48 KiB every launch gets: the router's
+// top-k a logit and a taken flag per expert and a logit per pick, the MoE
+// alignment two counters per local expert. The scorer rejects larger shapes
+// as bad input (scorer/shapes.cpp) rather than failing them as incorrect.
+constexpr size_t kBaselineSmemBytes = 48 * 1024;
+constexpr size_t router_topk_smem_bytes(int E, int k) {
+  return size_t(E) * (sizeof(float) + 1) + size_t(k) * sizeof(float);
+}
+constexpr size_t moe_align_smem_bytes(int E_local) { return 2 * size_t(E_local) * sizeof(int32_t); }
 
 }  // namespace reference

@@ -23,8 +23,6 @@ struct Best {
 // Larger logit wins; equal logits go to the lower expert id.
 __device__ Best better(Best a, Best b) { return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a; }
 
-size_t topk_smem_bytes(int E, int k) { return size_t(E) * (sizeof(float) + 1) + size_t(k) * sizeof(float); }
-
 // One block per token: k passes of a block arg-max over the experts not yet
 // taken. The weights need only the chosen logits: the softmax denominator
 // cancels in the renormalisation, leaving exp(l - lmax) / sum over the top k.
@@ -92,7 +90,7 @@ class RouterRef final : public RouterReference {
 class RouterBaseline final : public submission::Router {
  public:
   RouterBaseline(const submission::RouterDims& d, const submission::RouterWeights& w)
-      : d_(d), w_(w), smem_(topk_smem_bytes(d.E, d.k)) {}
+      : d_(d), w_(w), smem_(router_topk_smem_bytes(d.E, d.k)) {}
 
   void run(const submission::RouterIO& io, cudaStream_t stream) override {
     detail::gemm_xwt(cublas_.bind(stream), d_.T, d_.E, d_.H, io.X, w_.Wg, CUDA_R_16BF, io.logits, CUDA_R_32F,
@@ -119,7 +117,7 @@ std::unique_ptr<RouterReference> make_router_reference(const submission::RouterD
 std::unique_ptr<submission::Router> make_router_baseline(const submission::RouterDims& d,
                                                          const submission::RouterWeights& w) {
   check_dims(d);
-  detail::require(topk_smem_bytes(d.E, d.k) <= 48 * 1024, "router baseline: E too large for one block's row");
+  detail::require(router_topk_smem_bytes(d.E, d.k) <= kBaselineSmemBytes, "router baseline: E too large for one block's row");
   return std::make_unique<RouterBaseline>(d, w);
 }
 

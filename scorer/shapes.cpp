@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "reference/int4.h"
+#include "reference/reference.h"
 #include "sha256.h"
 
 namespace scorer {
@@ -85,6 +86,21 @@ const char* type_phrase(toml::node_type t) {
   return "nothing";
 }
 
+// A value from the file or the command line as an error message shows it:
+// control characters escaped, so that the message stays one line.
+std::string printable(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else out += char(c);
+  }
+  return out;
+}
+
 bool valid_name(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
@@ -93,9 +109,11 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
-// Bytes of every input and output of one call, weights included: the part of
-// device memory a shape needs no matter how a kernel is written.
-double io_bytes(const Shape& s) {
+// Device bytes the scorer holds per weight set of a shape, however the
+// kernels are written: every input and output of one call, and for moe the
+// baseline's bf16 and the reference's fp32 copies of the weights, 12.6 times
+// their int4 bytes (reference/moe.cu). --sets N holds N such sets.
+double device_bytes(const Shape& s) {
   const double bf16 = 2, i32 = 4, f32 = 4;
   switch (s.op) {
     case Op::pooler: {
@@ -108,8 +126,9 @@ double io_bytes(const Shape& s) {
       return bf16 * (double(s.T) * s.H + double(s.E) * s.H) + f32 * double(s.T) * s.E +
              (i32 + f32) * double(s.T) * s.k;
     case Op::moe_w4a16: {
-      // W13 [2I, H] and W2 [H, I]: half a byte per code, one bf16 scale per group
-      const double per_expert = 3.0 * s.I * s.H * (0.5 + bf16 / ref::kGroupSize);
+      // W13 [2I, H] and W2 [H, I]: half a byte per code and one bf16 scale per
+      // group, then the same weights in bf16 and in fp32
+      const double per_expert = 3.0 * s.I * s.H * (0.5 + bf16 / ref::kGroupSize + bf16 + f32);
       return bf16 * 2.0 * s.M * s.H + (i32 + f32) * double(s.M) * s.k + s.E_local * per_expert;
     }
   }
@@ -151,7 +170,7 @@ class Parser {
   explicit Parser(const std::string& path) : path_(path) {}
 
   [[noreturn]] void fail(int line, const std::string& field, const std::string& msg) const {
-    throw InputError(path_ + ":" + std::to_string(line) + ": field '" + field + "': " + msg);
+    throw InputError(path_ + ":" + std::to_string(line) + ": field '" + printable(field) + "': " + msg);
   }
 
   std::vector<Shape> shapes(const toml::table& root) {
@@ -187,17 +206,19 @@ class Parser {
     const std::string op = string_field(t, "op", s.line);
     if (!parse_op(op, &s.op))
       fail(line_of(t, "op"), "op",
-           "unknown op '" + op + "' (expected pooler, dense, router or moe_w4a16)");
+           "unknown op '" + printable(op) + "' (expected pooler, dense, router or moe_w4a16)");
     s.regime = string_field(t, "regime", s.line);
 
     if (!valid_name(s.name))
-      fail(line_of(t, "name"), "name", "must match [A-Za-z0-9_.-]+ (got \"" + s.name + "\")");
+      fail(line_of(t, "name"), "name", "must match [A-Za-z0-9_.-]+ (got \"" + printable(s.name) + "\")");
     const auto [it, fresh] = name_lines_.emplace(s.name, line_of(t, "name"));
     if (!fresh)
       fail(line_of(t, "name"), "name",
            "duplicate name '" + s.name + "' (first used at line " + std::to_string(it->second) +
                ")");
-    if (s.regime.empty()) fail(line_of(t, "regime"), "regime", "must not be empty");
+    // A regime is printed in tables and the package's MANIFEST like a name.
+    if (!valid_name(s.regime))
+      fail(line_of(t, "regime"), "regime", "must match [A-Za-z0-9_.-]+ (got \"" + printable(s.regime) + "\")");
 
     for (auto&& [key, node] : t) {
       const std::string k(key.str());
@@ -228,12 +249,12 @@ class Parser {
       s.*d.field = int(v);
     }
     check_op_rules(s, t);
-    const double bytes = io_bytes(s);
+    const double bytes = device_bytes(s);
     if (bytes > kMaxBytes) {
       std::ostringstream m;
-      m << std::fixed << std::setprecision(1) << "inputs and outputs of shape '" << s.name
-        << "' take " << bytes / (1ull << 30) << " GiB, more than the limit of "
-        << kMaxBytes / (1ull << 30) << " GiB (" << s.dims_string() << ")";
+      m << std::fixed << std::setprecision(1) << "shape '" << s.name << "' takes " << bytes / (1ull << 30)
+        << " GiB of device memory per weight set, more than the limit of " << kMaxBytes / (1ull << 30)
+        << " GiB (" << s.dims_string() << ")";
       throw InputError(path_ + ":" + std::to_string(s.line) + ": fields " + dim_list(s.op) + ": " +
                        m.str());
     }
@@ -278,6 +299,11 @@ class Parser {
       case Op::router:
         multiple("H", s.H, 8);
         at_most("k", s.k, "E", s.E);
+        if (reference::router_topk_smem_bytes(s.E, s.k) > reference::kBaselineSmemBytes)
+          fail(line_of(t, "E"), "E",
+               "too many experts for the baseline's top-k, which keeps a token's logits in one block (at most " +
+                   std::to_string((reference::kBaselineSmemBytes - s.k * sizeof(float)) / (sizeof(float) + 1)) +
+                   " with k=" + std::to_string(s.k) + ", got E=" + std::to_string(s.E) + ")");
         break;
       case Op::moe_w4a16:
         multiple("H", s.H, 128);
@@ -287,6 +313,11 @@ class Parser {
           fail(line_of(t, "E_local"), "E_local",
                "must divide E_global (got E_local=" + std::to_string(s.E_local) +
                    ", E_global=" + std::to_string(s.E_global) + ")");
+        if (reference::moe_align_smem_bytes(s.E_local) > reference::kBaselineSmemBytes)
+          fail(line_of(t, "E_local"), "E_local",
+               "too many local experts for the baseline's alignment, which counts them in one block (at most " +
+                   std::to_string(reference::kBaselineSmemBytes / reference::moe_align_smem_bytes(1)) +
+                   ", got E_local=" + std::to_string(s.E_local) + ")");
         if (s.ep_rank >= s.E_global / s.E_local)
           fail(line_of(t, "ep_rank"), "ep_rank",
                "must be below E_global/E_local = " + std::to_string(s.E_global / s.E_local) +
@@ -340,10 +371,11 @@ std::vector<Shape> select_shapes(const ShapesFile& file, const std::vector<std::
   }
   for (size_t i = 0; i < globs.size(); ++i)
     if (!glob_used[i])
-      throw InputError("command line: --filter '" + globs[i] + "' matches no shape of " + file.path +
-                       " (a glob matches whole names: try '" + globs[i] + "*')");
+      throw InputError("command line: --filter '" + printable(globs[i]) + "' matches no shape of " + file.path +
+                       " (a glob matches whole names: try '" + printable(globs[i]) + "*')");
   for (size_t i = 0; i < regimes.size(); ++i)
-    if (!regime_used[i]) throw InputError("command line: --regime '" + regimes[i] + "' is no regime of " + file.path);
+    if (!regime_used[i])
+      throw InputError("command line: --regime '" + printable(regimes[i]) + "' is no regime of " + file.path);
   if (out.empty()) throw InputError("command line: no shape of " + file.path + " matches both --filter and --regime");
   return out;
 }

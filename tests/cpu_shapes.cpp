@@ -154,7 +154,7 @@ TEST_CASE("missing, mistyped and unknown fields") {
         "t.toml:3: field 'op': unknown op 'conv' (expected pooler, dense, router or moe_w4a16)");
 }
 
-TEST_CASE("names: pattern and uniqueness; regime not empty") {
+TEST_CASE("names and regimes: pattern and uniqueness, shown on one line") {
   CHECK(error_of(dense("a b")) ==
         "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"a b\")");
   CHECK(error_of(dense("")) == "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"\")");
@@ -162,7 +162,12 @@ TEST_CASE("names: pattern and uniqueness; regime not empty") {
   CHECK(error_of(dense("twice") + "\n" + dense("twice")) ==
         "t.toml:10: field 'name': duplicate name 'twice' (first used at line 2)");
   CHECK(error_of("[[shape]]\nname = \"d\"\nop = \"dense\"\nregime = \"\"\nM = 1\nN = 2\nK = 8\n") ==
-        "t.toml:4: field 'regime': must not be empty");
+        "t.toml:4: field 'regime': must match [A-Za-z0-9_.-]+ (got \"\")");
+  // A regime is printed in tables and the package's MANIFEST; the message
+  // about a bad value stays on one line.
+  CHECK(error_of("[[shape]]\nname = \"d\"\nop = \"dense\"\nregime = \"a b\\nc\"\nM = 1\nN = 2\nK = 8\n") ==
+        "t.toml:4: field 'regime': must match [A-Za-z0-9_.-]+ (got \"a b\\nc\")");
+  CHECK(error_of(dense("a\\tb")) == "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"a\\x09b\")");
 }
 
 TEST_CASE("the file holds [[shape]] tables and nothing else") {
@@ -220,10 +225,27 @@ TEST_CASE("impossible shapes: the Valid: lines of submission.h") {
         "t.toml:7: field 'min_len': must be between 1 and 1000000 (got 0)");
 }
 
+TEST_CASE("impossible shapes: beyond what the baselines run") {
+  // The router baseline's top-k holds 5 bytes per expert and 4 per pick in 48 KiB.
+  const std::string router = "[[shape]]\nname = \"r\"\nop = \"router\"\nregime = \"r\"\nT = 1\nH = 64\n";
+  CHECK(parse_shapes(router + "E = 9829\nk = 1\n", "t.toml").shapes[0].E == 9829);
+  CHECK(error_of(router + "E = 9830\nk = 1\n") ==
+        "t.toml:7: field 'E': too many experts for the baseline's top-k, which keeps a token's logits in one "
+        "block (at most 9829 with k=1, got E=9830)");
+  CHECK(error_of(router + "E = 9829\nk = 2\n") ==
+        "t.toml:7: field 'E': too many experts for the baseline's top-k, which keeps a token's logits in one "
+        "block (at most 9828 with k=2, got E=9829)");
+  // The MoE baseline's alignment holds two int32 counters per local expert in 48 KiB.
+  CHECK(parse_shapes(moe(1, 128, 128, 6144, 6144, 1, 0), "t.toml").shapes[0].E_local == 6144);
+  CHECK(error_of(moe(1, 128, 128, 12288, 12288, 1, 0)) ==
+        "t.toml:9: field 'E_local': too many local experts for the baseline's alignment, which counts them in "
+        "one block (at most 6144, got E_local=12288)");
+}
+
 TEST_CASE("shapes too large for device memory are refused") {
   // 3 matrices of 200000 x 200000 bf16: about 224 GiB.
   const std::string big = error_of(dense("big", "200000", "200000", "200000"));
-  CHECK(big.rfind("t.toml:1: fields M, N, K: inputs and outputs of shape 'big' take 223.5 GiB, "
+  CHECK(big.rfind("t.toml:1: fields M, N, K: shape 'big' takes 223.5 GiB of device memory per weight set, "
                   "more than the limit of 32.0 GiB",
                   0) == 0);
   // A pooler's hidden states are sized by its longest possible draw, B*max_len
@@ -231,11 +253,14 @@ TEST_CASE("shapes too large for device memory are refused") {
   const std::string pool = error_of(
       "[[shape]]\nname = \"p\"\nop = \"pooler\"\nregime = \"p\"\nB = 4000\nH = 4096\n"
       "max_len = 1000000\n");
-  CHECK(pool.rfind("t.toml:1: fields B, H, min_len, max_len: inputs and outputs", 0) == 0);
-  // 64 experts of 2 x 14336 x 16384 int4 weights: about 21 GiB, under the limit.
-  CHECK(parse_shapes(moe(8, 16384, 14336, 64, 64, 2, 0), "t.toml").shapes.size() == 1);
-  // 128 of them: about 43 GiB.
-  CHECK(error_of(moe(8, 16384, 14336, 128, 128, 2, 0)).rfind("t.toml:1: fields M, H, I,", 0) == 0);
+  CHECK(pool.rfind("t.toml:1: fields B, H, min_len, max_len: shape 'p' takes", 0) == 0);
+  // An expert of 3 x 4096 x 14336 weights is 90 MB in int4, and the scorer
+  // also holds it in bf16 for the baseline and in fp32 for the reference:
+  // 8 experts take about 8.6 GiB a weight set, 32 of them about 34.2 GiB.
+  CHECK(parse_shapes(moe(8, 4096, 14336, 8, 8, 2, 0), "t.toml").shapes.size() == 1);
+  CHECK(error_of(moe(8, 4096, 14336, 32, 32, 2, 0)) ==
+        "t.toml:1: fields M, H, I, E_global, E_local, k, ep_rank: shape 'm' takes 34.2 GiB of device memory per "
+        "weight set, more than the limit of 32.0 GiB (M=8 H=4096 I=14336 E_global=32 E_local=32 k=2 ep_rank=0)");
 }
 
 TEST_CASE("--filter globs match whole names; a glob or regime that selects nothing is an error") {
