@@ -2,7 +2,10 @@
 
 #include <toml++/toml.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -38,8 +41,8 @@ std::string required_string(const toml::table& t, const std::string& key, const 
   return s;
 }
 
-std::map<std::string, double> times(const toml::table& t, const std::string& key,
-                                    const std::string& path) {
+std::map<std::string, double> times(const toml::table& t, const std::string& key, const std::string& path,
+                                    std::map<std::string, int>& lines) {
   std::map<std::string, double> out;
   const toml::table* tt = t.get_as<toml::table>(key);
   for (const auto& [name, v] : *tt) {
@@ -48,6 +51,7 @@ std::map<std::string, double> times(const toml::table& t, const std::string& key
     double us = v.value<double>().value();
     if (!std::isfinite(us) || us <= 0) fail(path, line_of(v), field, "must be > 0 (got " + std::to_string(us) + ")");
     out[std::string(name.str())] = us;
+    lines[field] = line_of(v);
   }
   return out;
 }
@@ -73,15 +77,18 @@ Recorded parse_recorded(const std::string& text, const std::string& path) {
   r.path = path;
   r.source = required_string(t, "source", path);
   r.gpu = required_string(t, "gpu", path);
+  r.gpu_line = line_of(*t.get("gpu"));
   if (!t.contains("us")) fail(path, 1, "us", "missing");
-  r.us = times(t, "us", path);
-  if (t.contains("graph_us")) r.graph_us = times(t, "graph_us", path);
+  r.us = times(t, "us", path, r.lines);
+  if (t.contains("graph_us")) r.graph_us = times(t, "graph_us", path, r.lines);
   return r;
 }
 
 Recorded load_recorded(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ":0: cannot open the recorded baselines file");
+  if (std::filesystem::is_directory(path))  // opens, but reads as empty
+    throw InputError(path + ":0: cannot read the recorded baselines file: " + std::strerror(EISDIR));
   std::stringstream ss;
   ss << f.rdbuf();
   return parse_recorded(ss.str(), path);
@@ -94,6 +101,25 @@ void apply_recorded(RunResult& run, const Recorded& rec) {
     s.recorded_us = it == table.end() ? 0 : it->second;
   }
   run.recorded_source = rec.source;
+}
+
+std::vector<std::string> recorded_unknown_names(const Recorded& rec, const ShapesFile& shapes) {
+  std::vector<std::string> out;
+  for (const auto& [field, line] : rec.lines) {
+    const std::string name = field.substr(field.find('.') + 1);
+    bool known = false;
+    for (const Shape& s : shapes.shapes) known |= s.name == name;
+    if (!known)
+      out.push_back(rec.path + ":" + std::to_string(line) + ": field '" + field + "': no shape of " + shapes.path +
+                    " has this name; its time is not used");
+  }
+  return out;
+}
+
+void check_recorded_gpu(const Recorded& rec, const std::string& gpu_name) {
+  if (rec.gpu != gpu_name)
+    fail(rec.path, rec.gpu_line, "gpu",
+         "the times were recorded on " + rec.gpu + ", this run is on " + gpu_name + ": they do not apply here");
 }
 
 }  // namespace scorer

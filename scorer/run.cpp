@@ -302,7 +302,10 @@ int score(const std::vector<std::string>& args, bool timing) {
     o = parse_options(args, timing);
     sf = load_shapes(o.shapes);
     shapes = select_shapes(sf, o.filters, o.regimes);
-    if (!o.recorded.empty()) rec = load_recorded(o.recorded);
+    if (!o.recorded.empty()) {
+      rec = load_recorded(o.recorded);
+      for (const std::string& w : recorded_unknown_names(rec, sf)) std::cerr << "scorer: warning: " << w << "\n";
+    }
   } catch (const CliError& e) {
     std::cerr << e.message << "\n";
     return kExitBadInput;
@@ -331,6 +334,14 @@ int score(const std::vector<std::string>& args, bool timing) {
     return kExitNoGpu;
   }
   apply_calibration(run.meta, cal);
+  if (!o.recorded.empty()) {
+    try {
+      check_recorded_gpu(rec, run.meta.gpu_name);
+    } catch (const InputError& e) {
+      std::cerr << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
   std::cerr << "scorer: " << run.meta.gpu_name << ", SM clock " << int(run.meta.sm_clock_mhz_start) << " MHz, copy "
             << int(run.meta.copy_gbps) << " GB/s, bf16 " << int(run.meta.matrix_tflops) << " TFLOP/s, empty launch "
             << run.meta.empty_launch_us << " us\n";

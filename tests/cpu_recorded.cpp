@@ -103,3 +103,28 @@ TEST_CASE("recorded: bad files name the file, the line and the field") {
     CHECK(std::string(e.what()).rfind("no/such/file.toml:", 0) == 0);
   }
 }
+
+TEST_CASE("recorded: a name of no shape is warned about; the times apply only on their GPU") {
+  const Recorded rec = parse_recorded(
+      "source = \"bench\"\ngpu = \"NVIDIA H200\"\n[us]\ndense_m32_qkv = 20.0\ndense_m32_qvk = 21.0\n"
+      "[graph_us]\nrouter_t1_e128 = 5.0\n",
+      "rec.toml");
+  ShapesFile shapes;
+  shapes.path = "s.toml";
+  shapes.shapes.resize(1);
+  shapes.shapes[0].name = "dense_m32_qkv";
+  CHECK(recorded_unknown_names(rec, shapes) ==
+        std::vector<std::string>{
+            "rec.toml:7: field 'graph_us.router_t1_e128': no shape of s.toml has this name; its time is not used",
+            "rec.toml:5: field 'us.dense_m32_qvk': no shape of s.toml has this name; its time is not used"});
+  CHECK(recorded_unknown_names(load_recorded("baselines/h200-serving-stack.toml"), load_shapes("shapes.toml"))
+            .empty());
+
+  check_recorded_gpu(rec, "NVIDIA H200");
+  CHECK_THROWS_WITH_AS(check_recorded_gpu(rec, "NVIDIA H100 80GB HBM3"),
+                       "rec.toml:2: field 'gpu': the times were recorded on NVIDIA H200, this run is on NVIDIA H100 "
+                       "80GB HBM3: they do not apply here",
+                       InputError);
+  CHECK_THROWS_WITH_AS(load_recorded("baselines"),
+                       "baselines:0: cannot read the recorded baselines file: Is a directory", InputError);
+}
