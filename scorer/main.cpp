@@ -22,8 +22,9 @@ commands:
   report    an HTML page of the latest run beside the selected best
   package   the submission tarball (or --verify one)
 
-exit codes: 0 ok, 1 a correctness failure (or a --fail-on verdict), 2 bad input,
-3 no usable GPU or a CUDA error outside any one shape
+exit codes: 0 ok, 1 a correctness failure (or a --fail-on verdict, a select of a run
+that did not pass, a package refused or a tarball not matching its MANIFEST), 2 bad
+input, 3 no usable GPU or a CUDA error outside any one shape, 130 interrupted
 )";
 
 }  // namespace
