@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -73,9 +74,13 @@ class Locator : public nlohmann::json_sax<json> {
     field = key_;
     return visit(key_);
   }
-  bool parse_error(std::size_t, const std::string&, const json::exception&) override {
+  // position counts the offending character itself; a number beyond a
+  // double (out_of_range 406) stops the replay here too.
+  bool parse_error(std::size_t position, const std::string&, const json::exception&) override {
+    error_at = position;
     return false;
   }
+  size_t error_at = 0;
 
  private:
   struct Frame {
@@ -193,6 +198,16 @@ class Obj {
     if (!v.is_number_unsigned() && v.get<int64_t>() < 0) fail(key, "expected an unsigned integer");
     return v.get<uint64_t>();
   }
+  // Trial times: each a finite number of µs above 0 (a time of 0, or NaN,
+  // would pass through the statistics as an undefined ratio).
+  std::vector<double> times(const char* key) {
+    std::vector<double> out = numbers(key);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!(std::isfinite(out[i]) && out[i] > 0))
+        fail(key, "trial " + std::to_string(i + 1) + " is " + json(out[i]).dump() +
+                      ": a time is a number of µs above 0");
+    return out;
+  }
   std::vector<double> numbers(const char* key) {
     const json& v = get_typed(key, &json::is_array, "an array of numbers");
     std::vector<double> out;
@@ -260,7 +275,10 @@ Shape read_shape(Obj o) {
   s.regime = o.str("regime");
   s.line = o.integer("line");
   Obj dims = o.object("dims");
-  for (const OpDim& d : op_dims(s.op)) s.*d.field = dims.integer(d.name);
+  for (const OpDim& d : op_dims(s.op)) {
+    s.*d.field = dims.integer(d.name);
+    if (s.*d.field < d.min) dims.fail(d.name, "must be at least " + std::to_string(d.min) + " (got " + std::to_string(s.*d.field) + ")");
+  }
   dims.finish();
   o.finish();
   return s;
@@ -287,12 +305,12 @@ ShapeResult read_shape_result(Obj o) {
   r.floor_read_us = o.num("floor_read_us");
   r.floor_compute_us = o.num("floor_compute_us");
   r.raw_limit_us = o.num("raw_limit_us");
-  r.baseline_us = o.numbers("baseline_us");
-  r.candidate_us = o.numbers("candidate_us");
+  r.baseline_us = o.times("baseline_us");
+  r.candidate_us = o.times("candidate_us");
   r.converged = o.boolean("converged");
   r.flags = o.strings("flags");
-  r.graph_baseline_us = o.numbers("graph_baseline_us");
-  r.graph_candidate_us = o.numbers("graph_candidate_us");
+  r.graph_baseline_us = o.times("graph_baseline_us");
+  r.graph_candidate_us = o.times("graph_candidate_us");
   // Trials are paired: statistics are undefined when the counts differ.
   if (r.candidate_us.size() != r.baseline_us.size())
     o.fail("candidate_us", "has " + std::to_string(r.candidate_us.size()) +
@@ -364,10 +382,15 @@ std::vector<T> read_array(const Reader& rd, Obj& o, const char* key, F read) {
 
 // nlohmann's message without its own position, which counts lines its way:
 // "[json.exception.parse_error.101] parse error at line 3, column 3: <reason>".
+// A number beyond a double: "[json.exception.out_of_range.406] number
+// overflow parsing '1e999'".
 std::string syntax_reason(const std::string& what) {
   const size_t col = what.find(", column ");
   const size_t colon = col == std::string::npos ? col : what.find(": ", col);
-  const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+  const size_t bracket = what.rfind("] ", what.find(' '));
+  const std::string reason = colon != std::string::npos ? what.substr(colon + 2)
+                             : bracket != std::string::npos ? what.substr(bracket + 2)
+                                                            : what;
   return reason.rfind("syntax error", 0) == 0 ? reason : "syntax error: " + reason;
 }
 
@@ -493,6 +516,17 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   RunResult run;
   run.meta = read_meta(o.object("meta"));
   run.shapes = read_array<ShapeResult>(rd, o, "shapes", read_shape_result);
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < run.shapes.size(); ++i) {
+    // Only timed runs are saved (a child's result of `scorer check` has none):
+    // a shape that passed has its trials.
+    if (run.shapes[i].status == "ok" && run.shapes[i].baseline_us.empty())
+      rd.fail("shapes[" + std::to_string(i) + "].baseline_us", "no trials, though the status is ok");
+    const auto [it, fresh] = first.emplace(run.shapes[i].shape.name, i);
+    if (!fresh)
+      rd.fail("shapes[" + std::to_string(i) + "].shape.name",
+              "duplicate shape '" + it->first + "' (also shapes[" + std::to_string(it->second) + "])");
+  }
   run.regimes = read_array<RegimeResult>(rd, o, "regimes", [](Obj g) {
     RegimeResult r;
     r.name = g.str("name");
@@ -509,6 +543,11 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   run.recorded_aggregate = o.num("recorded_aggregate");
   run.recorded_source = o.str("recorded_source");
   run.shapes_failed = o.integer("shapes_failed");
+  const long failed = std::count_if(run.shapes.begin(), run.shapes.end(),
+                                    [](const ShapeResult& r) { return r.status != "ok"; });
+  if (run.shapes_failed != failed)
+    o.fail("shapes_failed", std::to_string(run.shapes_failed) + ", but " + std::to_string(failed) +
+                                " of the shapes have a status other than ok");
   run.flags = o.integer("flags");
   run.correctness_passed = o.boolean("correctness_passed");
   o.finish();
@@ -527,11 +566,10 @@ RunResult load_results(const std::string& path) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number beyond a double
     Locator loc(text, "");
     loc.run();
-    // e.byte counts the offending character itself.
-    const int line = line_at(text, e.byte ? e.byte - 1 : 0);
+    const int line = line_at(text, loc.error_at ? loc.error_at - 1 : 0);
     throw InputError(path + ":" + std::to_string(line) + ": " +
                      (loc.field.empty() ? "" : "field '" + loc.field + "': ") +
                      syntax_reason(e.what()));

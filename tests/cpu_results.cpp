@@ -316,12 +316,17 @@ TEST_CASE("results: a shape's dims hold only its op's dims") {
 TEST_CASE("results: non-finite numbers are written as null and read back as NaN") {
   RunResult run = filled_run();
   run.shapes[0].check.rel_l2 = NAN;
-  run.shapes[2].candidate_us[1] = INFINITY;
+  run.shapes[2].ci_hi = INFINITY;
   const RunResult back =
       scorer::results_from_json(json::parse(scorer::results_to_json(run).dump()), "mem");
   CHECK(std::isnan(back.shapes[0].check.rel_l2));
-  CHECK(std::isnan(back.shapes[2].candidate_us[1]));
-  CHECK(back.shapes[2].candidate_us[0] == run.shapes[2].candidate_us[0]);
+  CHECK(std::isnan(back.shapes[2].ci_hi));
+  CHECK(back.shapes[2].ci_lo == run.shapes[2].ci_lo);
+  // Not a trial time, which must be a number above 0.
+  run.shapes[2].candidate_us[1] = INFINITY;
+  CHECK_THROWS_WITH_AS(scorer::results_from_json(json::parse(scorer::results_to_json(run).dump()), "mem"),
+                       "mem: field 'shapes[2].candidate_us': trial 2 is null: a time is a number of µs above 0",
+                       InputError);
 }
 
 TEST_CASE("results: bad files name the file, the line and the field") {
@@ -445,6 +450,53 @@ TEST_CASE("results: bad files name the file, the line and the field") {
   SUBCASE("not an object") {
     write_file(path, "[1, 2]\n");
     CHECK(load_error(path) == path + ":1: field '(top level)': expected an object");
+  }
+  SUBCASE("a number beyond a double") {
+    std::string text = good.dump(2);
+    const size_t at = text.find("\"copy_gbps\": ");
+    const size_t value = at + std::string("\"copy_gbps\": ").size();
+    text.replace(value, text.find(',', value) - value, "1e999");
+    write_file(path, text);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"copy_gbps\"")) +
+                                  ": field 'meta.copy_gbps': syntax error: number overflow parsing '1e999'");
+  }
+  SUBCASE("a trial time of 0 or below") {
+    json j = good;
+    j["shapes"][1]["baseline_us"][2] = 0.0;
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": [", 1)) +
+                                  ": field 'shapes[1].baseline_us': trial 3 is 0.0: a time is a number of µs "
+                                  "above 0");
+  }
+  SUBCASE("a passing shape without trials") {
+    json j = good;
+    j["shapes"][1]["baseline_us"] = json::array();
+    j["shapes"][1]["candidate_us"] = json::array();
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": []")) +
+                                  ": field 'shapes[1].baseline_us': no trials, though the status is ok");
+  }
+  SUBCASE("a shape twice") {
+    json j = good;
+    j["shapes"][2]["shape"]["name"] = j["shapes"][0]["shape"]["name"];
+    const std::string name = j["shapes"][0]["shape"]["name"].get<std::string>();
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"name\": \"" + name + "\"", 1)) +
+                                  ": field 'shapes[2].shape.name': duplicate shape '" + name + "' (also shapes[0])");
+  }
+  SUBCASE("a dim below its minimum") {
+    json j = good;
+    j["shapes"][0]["shape"]["dims"].begin().value() = -5;
+    const std::string text = save(j);
+    CHECK(load_error(path).find(": must be at least 1 (got -5)") != std::string::npos);
+  }
+  SUBCASE("a failed-shape count the shapes do not bear out") {
+    json j = good;
+    j["shapes_failed"] = -3;
+    const std::string text = save(j);
+    CHECK(load_error(path).rfind(path + ":" + std::to_string(line_of(text, "\"shapes_failed\"")) +
+                                     ": field 'shapes_failed': -3, but ",
+                                 0) == 0);
   }
 }
 
