@@ -1,6 +1,7 @@
 #include "scorer/history.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,11 +61,12 @@ std::string write_new_file(const std::string& dir, const std::string& base, cons
     if (fd < 0) sys_fail(path);
     try {
       write_all(fd, data, path);
+      if (close(fd) != 0) sys_fail(path);
     } catch (...) {
       close(fd);
+      unlink(path.c_str());  // no partial copy left to pass for an archived best
       throw;
     }
-    if (close(fd) != 0) sys_fail(path);
     return name;
   }
   throw std::runtime_error(dir + "/" + base + ".json: every suffixed name is taken");
@@ -208,13 +210,37 @@ std::vector<HistoryEntry> load_history(const std::string& results_dir) {
   return out;
 }
 
+// Holds an exclusive lock on a directory while it lives: two selects at once
+// would otherwise both archive the same previous best and one new best would
+// be lost.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir) : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0) sys_fail(dir);
+    while (flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        const int e = errno;
+        close(fd_);
+        errno = e;
+        sys_fail(dir + ": lock");
+      }
+  }
+  ~DirLock() { close(fd_); }  // releases the lock
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 int select_run(const std::string& run_path, const std::string& results_dir, std::ostream& out,
                std::ostream& err) {
   const std::string best_path = results_dir + "/best.json";
   const std::string history_dir = results_dir + "/history";
   try {
-    RunResult run = load_results(run_path);
-    std::string bytes = read_file(run_path);
+    // The bytes checked are the bytes copied, even if the file is replaced meanwhile.
+    const std::string bytes = read_file(run_path);
+    RunResult run = parse_results(bytes, run_path);
     std::string why;
     if (run.shapes.empty()) why = "it scored no shape";
     for (const ShapeResult& s : run.shapes)
@@ -226,7 +252,10 @@ int select_run(const std::string& run_path, const std::string& results_dir, std:
       return kExitIncorrect;
     }
 
-    // Everything that is read is validated before anything is written.
+    // Everything that is read is validated before anything is written, and
+    // under the lock nothing else writes.
+    fs::create_directories(results_dir);
+    const DirLock lock(results_dir);
     load_history(results_dir);
     bool had_best = fs::exists(best_path);
     std::string old_bytes;
@@ -237,17 +266,20 @@ int select_run(const std::string& run_path, const std::string& results_dir, std:
         out << run_path << " is already the selected run (" << best_path << ")\n";
         return kExitOk;
       }
-      old = load_results(best_path);
+      old = parse_results(old_bytes, best_path);
     }
 
     fs::create_directories(history_dir);
     const std::string index = history_dir + "/index.tsv";
+    // The index says what happened only once it has: should the replace fail,
+    // the old best stays best, its archived copy a spare the index never names.
+    std::string name;
+    if (had_best) name = write_new_file(history_dir, archive_base(old.meta), old_bytes);
+    replace_file(best_path, bytes);
     if (had_best) {
-      std::string name = write_new_file(history_dir, archive_base(old.meta), old_bytes);
       append_entry(index, entry_of(old, "history/" + name, "retired"));
       out << "previous best (" << summary(old) << ") kept as " << history_dir << "/" << name << "\n";
     }
-    replace_file(best_path, bytes);
     append_entry(index, entry_of(run, "best.json", "selected"));
     out << "selected " << run_path << " as " << best_path << ": " << summary(run) << "\n";
     return kExitOk;

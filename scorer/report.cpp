@@ -385,13 +385,18 @@ int report_main(const std::vector<std::string>& args) {
     std::string html = render_report(latest, best_path.empty() ? nullptr : &best);
     fs::path target = fs::absolute(out);
     fs::create_directories(target.parent_path());
-    std::string tmp = target.string() + ".tmp";
-    {
+    const std::string tmp = target.string() + ".tmp";
+    try {
       std::ofstream f(tmp, std::ios::binary);
       f << html;
       if (!f.flush()) throw std::runtime_error(tmp + ": cannot write");
+      f.close();
+      fs::rename(tmp, target);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove(tmp, ec);  // the old report stays, with nothing beside it
+      throw;
     }
-    fs::rename(tmp, target);
     std::cout << "wrote " << out << " (" << latest_path << (best_path.empty() ? "" : " beside " + best_path) << ")\n";
     return kExitOk;
   } catch (const InputError& e) {

@@ -562,7 +562,10 @@ RunResult load_results(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  const std::string text = buf.str();
+  return parse_results(buf.str(), path);
+}
+
+RunResult parse_results(const std::string& text, const std::string& path) {
   json j;
   try {
     j = json::parse(text);

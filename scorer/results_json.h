@@ -16,6 +16,9 @@ nlohmann::json results_to_json(const RunResult& run);
 RunResult results_from_json(const nlohmann::json& j, const std::string& path,
                             const std::string& text = "");
 RunResult load_results(const std::string& path);  // throws InputError
+// The same on a file's bytes already read (`path` only names it in messages):
+// a caller that copies the file checks the very bytes it copies.
+RunResult parse_results(const std::string& text, const std::string& path);
 void save_results(const RunResult& run, const std::string& path);  // atomic; creates directories
 
 // Shape <-> JSON, shared with the scorer's child processes.

@@ -3,12 +3,16 @@
 // bad input changes nothing.
 #include <doctest/doctest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "scorer/commands.h"
@@ -243,4 +247,40 @@ TEST_CASE("select: a truncated run, best.json or index is one line with file and
     CHECK(print_history(dir.path.string(), out, err) == kExitBadInput);
   }
   CHECK(before.count("history/index.tsv"));
+}
+
+TEST_CASE("selects at the same time lose no run: each is best or in the history") {
+  TempDir dir;
+  constexpr int kRuns = 8;
+  std::set<std::string> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string path = dir / ("r" + std::to_string(i) + ".json");
+    save_results(make_run(1.1 + 0.1 * i, "2025-06-0" + std::to_string(i + 1) + "T10:00:00Z", "c0ffee" + std::to_string(i)),
+                 path);
+    runs.insert(read(path));
+  }
+  const std::string results = dir / "results";
+  std::vector<pid_t> children;
+  for (int i = 0; i < kRuns; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::ostringstream out, err;
+      _exit(select_run(dir / ("r" + std::to_string(i) + ".json"), results, out, err));
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == kExitOk));
+  }
+  std::set<std::string> kept;
+  for (const auto& [name, bytes] : snapshot(results))
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0) kept.insert(bytes);
+  CHECK(kept == runs);
+  const std::vector<HistoryEntry> h = load_history(results);
+  CHECK(std::count_if(h.begin(), h.end(), [](const HistoryEntry& e) { return e.event == "selected"; }) == kRuns);
+  CHECK(std::count_if(h.begin(), h.end(), [](const HistoryEntry& e) { return e.event == "retired"; }) ==
+        kRuns - 1);
 }
