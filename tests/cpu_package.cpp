@@ -267,3 +267,15 @@ TEST_CASE("package --verify detects a modified, missing or extra file and a brok
   CHECK(rc == kExitBadInput);
   CHECK(err.find("not a readable .tar.gz") != std::string::npos);
 }
+
+TEST_CASE("package: a file name the MANIFEST cannot list is refused by name, even with --force") {
+  Repo repo;
+  repo.write_best(repo.tree_hash());
+  write(repo.root / "submission/back\\slash.cu", "// a kernel\n");
+  const auto b = repo.build(repo.root / "results/submission.tar.gz", true);
+  CHECK(b.rc == kExitBadInput);
+  CHECK(b.err == repo.root.string() +
+                     "/submission/back\\slash.cu: a file name with a backslash or a newline cannot be packaged; "
+                     "rename it\n");
+  CHECK(!fs::exists(repo.root / "results/submission.tar.gz"));
+}
