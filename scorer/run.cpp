@@ -132,8 +132,11 @@ void check_results_target(const std::string& out, const std::string& best) {
 Options parse_options(const std::vector<std::string>& args, bool timing) {
   Options o;
   o.run.time = timing;
+  std::set<std::string> seen;  // options that take one value: a second is a mistake, not an override
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a != "--filter" && a != "--regime" && a != "--variant" && !seen.insert(a).second)
+      throw CliError{"command line: " + a + " given twice"};
     auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) throw CliError{"command line: " + a + " needs a value"};
       return args[++i];
@@ -151,6 +154,7 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
         throw CliError{"command line: --variant: expected OP=NAME, got '" + v + "'"};
       std::string op = v.substr(0, eq);
       if (op == "moe") op = "moe_w4a16";
+      if (o.variants.count(op)) throw CliError{"command line: --variant: op " + op + " given twice"};
       std::vector<std::string> known;
       try {
         known = submission::variants(op);

@@ -59,7 +59,7 @@ TEST_CASE("run: a results file it could not write is refused before any shape is
   fs::remove_all(dir);
 }
 
-TEST_CASE("run and list: seeds and counts are whole numbers, and every option has its value") {
+TEST_CASE("run and list: seeds and counts are whole numbers; every option has its value, once") {
   Outcome o = call(scorer::run_main, {"--seed", "1.5"});
   CHECK(o.rc == scorer::kExitBadInput);
   CHECK(o.err == "command line: --seed: expected a whole number, got '1.5'\n");
@@ -67,6 +67,12 @@ TEST_CASE("run and list: seeds and counts are whole numbers, and every option ha
   CHECK(o.err == "command line: --sets: expected a whole number, got '2.5'\n");
   o = call(scorer::run_main, {"--min-trials", "-3"});
   CHECK(o.err == "command line: --min-trials: expected a number in [1, 1e+06], got '-3'\n");
+
+  o = call(scorer::run_main, {"--shapes", "a.toml", "--shapes", "b.toml"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --shapes given twice\n");
+  o = call(scorer::run_main, {"--variant", "dense=simt", "--variant", "dense=cublaslt"});
+  CHECK(o.err == "command line: --variant: op dense given twice\n");
 
   o = call(scorer::list_main, {"--seed", "abc"});
   CHECK(o.rc == scorer::kExitBadInput);
