@@ -386,15 +386,23 @@ int score(const std::vector<std::string>& args, bool timing) {
       const std::string keep = "results/runs/" + utc_now("%Y%m%dT%H%M%SZ") + "-" +
                                (run.meta.git_commit.empty() ? "nogit" : run.meta.git_commit.substr(0, 8)) +
                                (interrupted ? "-interrupted" : "") + ".json";
-      // The kept copy first: should the results file fail after all, the run is not lost.
-      save_results(run, keep);
+      // Both are attempted whatever becomes of the other: the run is lost
+      // only if neither can be written, and each failure is reported.
+      std::string keep_failed;
+      try {
+        save_results(run, keep);
+      } catch (const std::exception& e) {
+        keep_failed = e.what();
+      }
       if (!interrupted) {
         try {
           save_results(run, o.out);
         } catch (const std::exception& e) {
-          throw std::runtime_error(std::string(e.what()) + " (the run is kept as " + keep + ")");
+          throw std::runtime_error(std::string(e.what()) +
+                                   (keep_failed.empty() ? " (the run is kept as " + keep + ")" : "; " + keep_failed));
         }
       }
+      if (!keep_failed.empty()) throw std::runtime_error(keep_failed);
       if (interrupted)
         std::cout << "\npartial results (" << run.shapes.size() << " of " << shapes.size() << " shapes): " << keep
                   << "\n";
