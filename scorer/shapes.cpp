@@ -5,6 +5,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -299,11 +300,13 @@ class Parser {
       case Op::router:
         multiple("H", s.H, 8);
         at_most("k", s.k, "E", s.E);
-        if (reference::router_topk_smem_bytes(s.E, s.k) > reference::kBaselineSmemBytes)
+        if (reference::router_topk_smem_bytes(s.E, s.k) > reference::kBaselineSmemBytes) {
+          const long most = (long(reference::kBaselineSmemBytes) - long(s.k * sizeof(float))) / long(sizeof(float) + 1);
           fail(line_of(t, "E"), "E",
                "too many experts for the baseline's top-k, which keeps a token's logits in one block (at most " +
-                   std::to_string((reference::kBaselineSmemBytes - s.k * sizeof(float)) / (sizeof(float) + 1)) +
-                   " with k=" + std::to_string(s.k) + ", got E=" + std::to_string(s.E) + ")");
+                   std::to_string(std::max(most, 0L)) + " with k=" + std::to_string(s.k) +
+                   ", got E=" + std::to_string(s.E) + ")");
+        }
         break;
       case Op::moe_w4a16:
         multiple("H", s.H, 128);

@@ -235,6 +235,9 @@ TEST_CASE("impossible shapes: beyond what the baselines run") {
   CHECK(error_of(router + "E = 9829\nk = 2\n") ==
         "t.toml:7: field 'E': too many experts for the baseline's top-k, which keeps a token's logits in one "
         "block (at most 9828 with k=2, got E=9829)");
+  CHECK(error_of(router + "E = 20000\nk = 20000\n") ==
+        "t.toml:7: field 'E': too many experts for the baseline's top-k, which keeps a token's logits in one "
+        "block (at most 0 with k=20000, got E=20000)");
   // The MoE baseline's alignment holds two int32 counters per local expert in 48 KiB.
   CHECK(parse_shapes(moe(1, 128, 128, 6144, 6144, 1, 0), "t.toml").shapes[0].E_local == 6144);
   CHECK(error_of(moe(1, 128, 128, 12288, 12288, 1, 0)) ==
