@@ -117,7 +117,8 @@ std::unique_ptr<RouterReference> make_router_reference(const submission::RouterD
 std::unique_ptr<submission::Router> make_router_baseline(const submission::RouterDims& d,
                                                          const submission::RouterWeights& w) {
   check_dims(d);
-  detail::require(router_topk_smem_bytes(d.E, d.k) <= kBaselineSmemBytes, "router baseline: E too large for one block's row");
+  detail::require(router_topk_smem_bytes(d.E, d.k) <= kBaselineSmemBytes,
+                  "router baseline: E too large for one block's row");
   return std::make_unique<RouterBaseline>(d, w);
 }
 

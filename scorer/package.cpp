@@ -215,7 +215,8 @@ std::vector<std::string> submission_files(const std::string& root) {
     if (f.find_first_of("\\\n") != std::string::npos) {
       std::string shown;
       for (char c : f) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
-      throw InputError(root + "/" + shown + ": a file name with a backslash or a newline cannot be packaged; rename it");
+      throw InputError(root + "/" + shown +
+                       ": a file name with a backslash or a newline cannot be packaged; rename it");
     }
   return files;
 }

@@ -277,7 +277,8 @@ Shape read_shape(Obj o) {
   Obj dims = o.object("dims");
   for (const OpDim& d : op_dims(s.op)) {
     s.*d.field = dims.integer(d.name);
-    if (s.*d.field < d.min) dims.fail(d.name, "must be at least " + std::to_string(d.min) + " (got " + std::to_string(s.*d.field) + ")");
+    if (s.*d.field < d.min)
+      dims.fail(d.name, "must be at least " + std::to_string(d.min) + " (got " + std::to_string(s.*d.field) + ")");
   }
   dims.finish();
   o.finish();

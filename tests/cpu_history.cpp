@@ -255,8 +255,8 @@ TEST_CASE("selects at the same time lose no run: each is best or in the history"
   std::set<std::string> runs;
   for (int i = 0; i < kRuns; ++i) {
     const std::string path = dir / ("r" + std::to_string(i) + ".json");
-    save_results(make_run(1.1 + 0.1 * i, "2025-06-0" + std::to_string(i + 1) + "T10:00:00Z", "c0ffee" + std::to_string(i)),
-                 path);
+    const std::string day = "2025-06-0" + std::to_string(i + 1) + "T10:00:00Z";
+    save_results(make_run(1.1 + 0.1 * i, day, "c0ffee" + std::to_string(i)), path);
     runs.insert(read(path));
   }
   const std::string results = dir / "results";
