@@ -16,9 +16,16 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 
-void default_stop_signals() {
+// The child's set-up: default stop signals, and a process group of its own,
+// so that the parent can kill whatever the child leaves running (a
+// grandchild) along with it. Out of the terminal's foreground group, a
+// write to the terminal would stop the child under `stty tostop`, unless
+// SIGTTOU is ignored.
+void child_setup() {
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGTTOU, SIG_IGN);
+  setpgid(0, 0);
 }
 
 void write_all(int fd, const std::string& s) {
@@ -38,37 +45,58 @@ std::string describe(int status) {
   return "ended abnormally";
 }
 
-// Reads the child's pipe until EOF or the deadline, then reaps the child.
+// Reads the child's pipe until the child has ended and the pipe is drained,
+// or until the deadline; then kills the child's process group and reaps the
+// child. The pipe's end of file alone does not say the child has ended: a
+// grandchild holding the pipe open would make a finished child look hung,
+// and a child that closed its end and then hung would be waited for without
+// a deadline. So the child is also reaped as it ends; once it has, the pipe
+// holds all it wrote, and a pipe idle after that is a grandchild's.
 ChildOutcome collect(pid_t pid, int fds[2], double timeout_s) {
   close(fds[1]);
+  setpgid(pid, pid);  // in the parent too: whichever runs first
   ChildOutcome res;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buf[65536];
-  bool timed_out = false, interrupted = false;
+  bool timed_out = false, interrupted = false, reaped = false, eof = false;
+  int status = 0;
   for (;;) {
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) reaped = true;
+    if (reaped && eof) break;
     if (g_stop) {
       interrupted = true;
       break;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
-      timed_out = true;
+      timed_out = !reaped;
       break;
     }
+    if (eof) {  // the child closed its end but runs on
+      usleep(10000);
+      continue;
+    }
     pollfd p{fds[0], POLLIN, 0};
-    const int r = poll(&p, 1, int(std::min<long long>(left, 1000)));
+    const int r = poll(&p, 1, int(std::min<long long>(left, reaped ? 10 : 100)));
     if (r < 0 && errno == EINTR) continue;
-    if (r == 0) continue;
+    if (r == 0) {
+      if (reaped) break;
+      continue;
+    }
     const ssize_t n = read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EOF: the child closed its end
+    if (n <= 0) {
+      eof = true;
+      continue;
+    }
     res.output.append(buf, size_t(n));
   }
   close(fds[0]);
-  if (timed_out || interrupted) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  kill(-pid, SIGKILL);  // the child's process group: the child if it runs on, and what it left behind
+  if (!reaped)
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   if (interrupted) {
     res.kind = ChildOutcome::interrupted;
     res.detail = "interrupted";
@@ -90,7 +118,7 @@ ChildOutcome run_in_child(const std::function<std::string()>& work, double timeo
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
-    default_stop_signals();
+    child_setup();
     close(fds[0]);
     std::string out;
     try {
@@ -115,7 +143,7 @@ ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s)
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
-    default_stop_signals();
+    child_setup();
     close(fds[0]);
     dup2(fds[1], 1);
     close(fds[1]);

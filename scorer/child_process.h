@@ -16,7 +16,9 @@ struct ChildOutcome {
 };
 
 // Forks; the child runs `work` and writes its return value to the pipe, then
-// exits. The parent waits at most `timeout_s` seconds, then kills the child.
+// exits. The parent waits at most `timeout_s` seconds for the child to end,
+// then kills it; either way it kills whatever the child left running (the
+// child has a process group of its own).
 ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_s);
 
 // The same for another program: argv[0] is executed (no shell) and its

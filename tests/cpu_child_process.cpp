@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "scorer/child_process.h"
@@ -72,4 +75,78 @@ TEST_CASE("child: SIGINT to the parent kills the child in progress and is rememb
   REQUIRE(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Running, not a zombie left for init to reap.
+bool running(pid_t p) {
+  std::ifstream f("/proc/" + std::to_string(p) + "/stat");
+  std::string pid, comm, state;
+  return p > 0 && (f >> pid >> comm >> state) && state != "Z";
+}
+
+// Forks a grandchild that sleeps, holding (or not) the child's pipe; its
+// pid goes to the test through `pid_file`.
+void leave_grandchild(const std::string& pid_file, bool close_pipe) {
+  const pid_t g = fork();
+  if (g == 0) {
+    if (close_pipe)
+      for (int fd = 3; fd < 1024; ++fd) close(fd);
+    sleep(30);
+    _exit(0);
+  }
+  std::ofstream(pid_file) << g << "\n";
+}
+
+pid_t read_pid(const std::string& pid_file) {
+  std::ifstream f(pid_file);
+  pid_t p = 0;
+  f >> p;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("child: a finished child's result comes back at once, though a grandchild holds its pipe") {
+  const std::string pid_file = "/tmp/cpu_child_process." + std::to_string(getpid()) + ".pid";
+  const auto t0 = std::chrono::steady_clock::now();
+  const ChildOutcome c = run_in_child([&] {
+    leave_grandchild(pid_file, false);
+    return std::string("{\"result\": 1}");
+  }, 5);
+  CHECK(c.kind == ChildOutcome::ok);
+  CHECK(c.output == "{\"result\": 1}");
+  CHECK(seconds_since(t0) < 2);
+  const pid_t g = read_pid(pid_file);
+  usleep(100000);
+  CHECK_FALSE(running(g));  // killed with the child's process group
+  std::remove(pid_file.c_str());
+}
+
+TEST_CASE("child: a hang after closing the pipe is still killed at the timeout, with what it left running") {
+  const std::string pid_file = "/tmp/cpu_child_process." + std::to_string(getpid()) + ".pid";
+  const auto t0 = std::chrono::steady_clock::now();
+  const ChildOutcome c = run_in_child([&]() -> std::string {
+    leave_grandchild(pid_file, true);
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    for (;;) pause();
+  }, 1);
+  CHECK(c.kind == ChildOutcome::timed_out);
+  CHECK(seconds_since(t0) < 3);
+  const pid_t g = read_pid(pid_file);
+  usleep(100000);
+  CHECK_FALSE(running(g));
+  std::remove(pid_file.c_str());
+}
+
+TEST_CASE("child: a program that closes its output and hangs is killed at the timeout") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ChildOutcome c = scorer::run_program({"/bin/sh", "-c", "exec >&-; sleep 5"}, 1);
+  CHECK(c.kind == ChildOutcome::timed_out);
+  CHECK(seconds_since(t0) < 3);
 }
