@@ -243,6 +243,8 @@ int select_run(const std::string& run_path, const std::string& results_dir, std:
     RunResult run = parse_results(bytes, run_path);
     std::string why;
     if (run.shapes.empty()) why = "it scored no shape";
+    if (run.meta.interrupted && why.empty())
+      why = "it was interrupted after " + std::to_string(run.shapes.size()) + " shapes (a partial run)";
     for (const ShapeResult& s : run.shapes)
       if (s.status != "ok" && why.empty())
         why = "shape " + s.shape.name + " is " + s.status + (s.reason.empty() ? "" : " (" + s.reason + ")");

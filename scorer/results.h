@@ -28,6 +28,8 @@ struct RunMeta {
   std::string shapes_sha256;
   uint64_t seed = 0;
   std::string mode;              // "events" or "graph" (what the primary times are)
+  bool interrupted = false;      // stopped by SIGINT/SIGTERM: the shapes are those scored before (read as
+                                 // false when absent, from files written before the field)
   std::map<std::string, std::string> variants;  // op -> variant, "default" when not forced
   // the GPU
   std::string gpu_name;

@@ -177,6 +177,8 @@ class Obj {
   bool boolean(const char* key) {
     return get_typed(key, &json::is_boolean, "a boolean").get<bool>();
   }
+  // A field added after the schema's version 1: absent in older files.
+  bool boolean_or(const char* key, bool absent) { return j_.contains(key) ? boolean(key) : absent; }
   // null stands for NaN: nlohmann-json writes a non-finite number as null.
   double num(const char* key) {
     const json& v = get(key);
@@ -355,6 +357,7 @@ RunMeta read_meta(Obj o) {
   m.shapes_sha256 = o.str("shapes_sha256");
   m.seed = o.u64("seed");
   m.mode = o.str("mode");
+  m.interrupted = o.boolean_or("interrupted", false);
   m.variants = o.string_map("variants");
   m.gpu_name = o.str("gpu_name");
   m.sm_count = o.integer("sm_count");
@@ -475,6 +478,7 @@ json results_to_json(const RunResult& run) {
       {"shapes_sha256", m.shapes_sha256},
       {"seed", m.seed},
       {"mode", m.mode},
+      {"interrupted", m.interrupted},
       {"variants", m.variants},
       {"gpu_name", m.gpu_name},
       {"sm_count", m.sm_count},

@@ -366,13 +366,15 @@ int score(const std::vector<std::string>& args, bool timing) {
     run.shapes.push_back(std::move(r));
   }
 
-  const bool interrupted = stop_requested();
-  if (interrupted) {
-    std::cerr << "scorer: interrupted after " << run.shapes.size() << " of " << shapes.size() << " shapes\n";
-  } else {
+  if (!stop_requested()) {
     const nlohmann::json end = gpu_child([] { return nlohmann::json{{"mhz", sm_clock_now_mhz()}}; }, 120, &failure);
     if (!end.is_null()) run.meta.sm_clock_mhz_end = end["mhz"].get<double>();
   }
+  // Also a stop during the last clock reading: the run is then not saved as whole.
+  const bool interrupted = stop_requested();
+  run.meta.interrupted = interrupted;
+  if (interrupted)
+    std::cerr << "scorer: interrupted after " << run.shapes.size() << " of " << shapes.size() << " shapes\n";
 
   if (!o.recorded.empty()) apply_recorded(run, rec);
   BootstrapOptions bo;

@@ -123,6 +123,16 @@ TEST_CASE("select refuses a run that did not pass correctness and changes nothin
   CHECK(snapshot(dir.path) == before_failed);
   CHECK(read(dir / "best.json") == read(dir / "good.json"));
   CHECK(before.count("best.json"));
+
+  // A run stopped by Ctrl-C: every shape it has passed, but not every shape ran.
+  RunResult partial = make_run(2.0, "2025-06-04T10:00:00Z", "dddddddddddd");
+  partial.meta.interrupted = true;
+  save_results(partial, dir / "partial.json");
+  before_failed = snapshot(dir.path);
+  s = select(dir, dir / "partial.json");
+  CHECK(s.rc == kExitIncorrect);
+  CHECK(s.err.find("it was interrupted after 3 shapes (a partial run)") != std::string::npos);
+  CHECK(snapshot(dir.path) == before_failed);
 }
 
 TEST_CASE("select keeps the previous best in history and logs both in index.tsv") {

@@ -99,6 +99,7 @@ RunResult filled_run() {
   m.shapes_sha256 = std::string(64, 'b');
   m.seed = 18446744073709551557ull;  // above the largest int64
   m.mode = "graph";
+  m.interrupted = true;
   m.variants = {{"dense", "splitk"}, {"moe_w4a16", "default"}};
   m.gpu_name = "NVIDIA H200";
   m.sm_count = 132;
@@ -234,6 +235,7 @@ void check_same(const RunResult& a, const RunResult& b) {
   CHECK(x.shapes_sha256 == y.shapes_sha256);
   CHECK(x.seed == y.seed);
   CHECK(x.mode == y.mode);
+  CHECK(x.interrupted == y.interrupted);
   CHECK(x.variants == y.variants);
   CHECK(x.gpu_name == y.gpu_name);
   CHECK(x.sm_count == y.sm_count);
@@ -282,6 +284,12 @@ TEST_CASE("results: every field survives a round trip through JSON and a file") 
   CHECK(text.find("\n    \"schema_version\": 1,\n") != std::string::npos);
   CHECK(text.find("\"candidate_us\": [") != std::string::npos);
   CHECK(text.back() == '\n');
+}
+
+TEST_CASE("results: a file from before the interrupted field reads as a whole run") {
+  json j = scorer::results_to_json(filled_run());
+  j["meta"].erase("interrupted");
+  CHECK_FALSE(scorer::results_from_json(j, "mem").meta.interrupted);
 }
 
 TEST_CASE("results: a shape's dims hold only its op's dims") {
