@@ -143,9 +143,30 @@ void dense_case(int M, int N, int K) {
   }
 }
 
+// The pooler's fp64 reference on columns `cols` only: tanh(x_b . W[n] + bias[n])
+// with x_b the last token of sequence b, as ref::pooler_cpu computes it for all.
+std::vector<double> pooler_ref_columns(int B, int H, const std::vector<uint16_t>& hidden,
+                                       const std::vector<int32_t>& cu, const std::vector<uint16_t>& W,
+                                       const std::vector<uint16_t>& bias, const std::vector<int>& cols) {
+  std::vector<uint16_t> last(size_t(B) * H), w_cols(cols.size() * size_t(H));
+  for (int b = 0; b < B; ++b)
+    std::copy_n(hidden.begin() + size_t(cu[b + 1] - 1) * H, H, last.begin() + size_t(b) * H);
+  for (size_t i = 0; i < cols.size(); ++i)
+    std::copy_n(W.begin() + size_t(cols[i]) * H, H, w_cols.begin() + i * H);
+  std::vector<double> out = ref::dense_cpu(B, int(cols.size()), H, last.data(), w_cols.data());
+  for (int b = 0; b < B; ++b)
+    for (size_t i = 0; i < cols.size(); ++i) {
+      double& v = out[size_t(b) * cols.size() + i];
+      v = std::tanh(v + ref::bf16_to_float(bias[cols[i]]));
+    }
+  return out;
+}
+
 // Sequence lengths uniform in [lo, hi]; the graph replay gets the same lengths
-// in another order (same S_total, other last-token rows).
-void pooler_case(int B, int H, int lo, int hi) {
+// in another order (same S_total, other last-token rows). subset_columns: check
+// check_columns(H) only (both ends and a stride), for H where the full fp64
+// reference (B x H x H) would be slow.
+void pooler_case(int B, int H, int lo, int hi, bool subset_columns = false) {
   std::mt19937_64 rng(uint64_t(B) * 7919u + uint64_t(H) * 31u + uint64_t(hi));
   std::uniform_int_distribution<int> len(lo, hi);
   std::vector<int> lengths(B);
@@ -163,9 +184,12 @@ void pooler_case(int B, int H, int lo, int hi) {
                                            random_bf16(size_t(S_total) * H, rng)};
   std::vector<int> cols(H);
   std::iota(cols.begin(), cols.end(), 0);
+  if (subset_columns) cols = check_columns(H);
   const std::vector<double> ref[2] = {
-      ref::pooler_cpu(B, H, hidden[0].data(), cu[0].data(), W.data(), bias.data()),
-      ref::pooler_cpu(B, H, hidden[1].data(), cu[1].data(), W.data(), bias.data())};
+      subset_columns ? pooler_ref_columns(B, H, hidden[0], cu[0], W, bias, cols)
+                     : ref::pooler_cpu(B, H, hidden[0].data(), cu[0].data(), W.data(), bias.data()),
+      subset_columns ? pooler_ref_columns(B, H, hidden[1], cu[1], W, bias, cols)
+                     : ref::pooler_cpu(B, H, hidden[1].data(), cu[1].data(), W.data(), bias.data())};
 
   DeviceBuffer<uint16_t> dW(W), dBias(bias), dHidden(hidden[0]), dOut(size_t(B) * H);
   DeviceBuffer<int32_t> dCu(cu[0]);
@@ -204,6 +228,31 @@ TEST_CASE("dense: odd shapes, every variant") {
                            {7, 4096, 1024}, {9, 50, 16384}, {32, 20, 65536}, {5, 4001, 1024},
                            {32, 6001, 520}, {20, 6001, 520}};
   for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
+}
+
+TEST_CASE("dense: N = 1, and every direct-kernel instantiation with K's chunks rotated in two parts") {
+  // N = 1: a single weight row (one tile, 15 rows of padding; the split-K
+  // kernels split its long K). Then every direct_gemm_kernel<NG, RT, kOneBatch>
+  // that direct_shape can pick (NG 1..4 token groups, RT 1..3 tiles per block,
+  // all chunks in one batch or the loop), of which the shapes above leave 13 of
+  // 24 untested at 132 SMs: NG 2-4 with one batch at every RT, NG 1 x RT 3 both
+  // ways, NG 2 x RT 3 and NG 3 x RT 2 with the loop. direct_mma and
+  // direct_packed_mma run them at RT = 1. K = 512 and 1536 are whole runs of 16
+  // chunks but not of 32, so direct_rotated (dense's default where one wave
+  // fits, as on all of these) walks K in two orders, not four
+  // (direct::tile_strides): a mask no other shape here reaches. N = 6001 leaves
+  // its last block one tile of three; both N end inside a tile.
+  const int shapes[][3] = {{1, 1, 8},       {3, 1, 4104},      {1, 6001, 512},   {1, 6001, 1536},
+                           {9, 6001, 512},  {9, 6001, 1536},   {9, 3000, 512},   {17, 3000, 512},
+                           {17, 3000, 1536}, {17, 6001, 512},  {25, 3000, 512},  {25, 6001, 512}};
+  for (const auto& s : shapes) {
+    CAPTURE(s[0]);
+    CAPTURE(s[1]);
+    CAPTURE(s[2]);
+    // The default on these is the rotated direct kernel (one wave), not cuBLASLt.
+    CHECK(submission::small_m::direct_tiles_one_wave(s[0], s[1], s[2], 132));
+    dense_case(s[0], s[1], s[2]);
+  }
 }
 
 TEST_CASE("dense and pooler: the direct kernels' block shapes") {
@@ -266,6 +315,26 @@ TEST_CASE("pooler: odd shapes, every variant") {
   pooler_case(20, 1032, 1, 512);
   pooler_case(33, 1000, 1, 9);
   pooler_case(3, 4096, 1, 1);
+}
+
+TEST_CASE("pooler: every direct-kernel instantiation, B outside {8, 16}, K rotated in two parts") {
+  // The pooler's kernels are instantiations of their own (its row lookup and
+  // bias-tanh epilogue), and the shapes above reach 6 of the 14 that
+  // direct_shape picks for N = K = H at 132 SMs: here RT = 3 tiles per block
+  // (H = 6144, 6008: 384 and 376 tiles, the last block of 6008 short) with 1,
+  // 2, 3 and 4 token groups, RT = 2 (H = 3072) with 3 and 4, NG = 4 at RT = 1
+  // (H = 1536, whose 48 chunks take two rotation orders, as H = 512's 16), NG
+  // = 2 with one batch (B = 17, H = 1024), and B = 32, four token groups in
+  // one chunk. Columns checked as dense's above where H > 1100.
+  pooler_case(1, 6144, 1, 7, true);
+  pooler_case(9, 6008, 1, 64, true);
+  pooler_case(17, 6144, 1, 3, true);
+  pooler_case(25, 6008, 1, 40, true);
+  pooler_case(17, 3072, 1, 100, true);
+  pooler_case(25, 3072, 1, 2, true);
+  pooler_case(25, 1536, 1, 64, true);
+  pooler_case(17, 1024, 1, 33);
+  pooler_case(32, 512, 1, 5);
 }
 
 TEST_CASE("pooler: public shapes, every variant") {

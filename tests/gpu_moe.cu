@@ -377,6 +377,175 @@ TEST_CASE("moe GEMM 2 split over I, under EP and with a token routed off-rank") 
 
 namespace {
 
+// The default plan on the H200 (132 SMs), whose path each case below names.
+submission::moe::MoePlan h200_plan(const MoeDims& d) { return submission::moe::plan_moe(d, "default", 132); }
+
+// Routes anywhere, except token `m_off`'s, which all go to other ranks.
+ExpertFilter off_rank_token(const MoeDims& d, int m_off) {
+  return [d, m_off](int m, int, int e) { return m != m_off || !is_local(d, e); };
+}
+
+}  // namespace
+
+TEST_CASE("moe GEMM 2 split over I with blocks of 16, 32 and 64 routes") {
+  // The split tests above all have blocks of 8 (one token tile); with more
+  // token tiles the split kernels had run only at the public mixtral shape
+  // (blocks of 16), never with 4 or 8 tiles (the ws, queue and moe_mma_kernel
+  // split instantiations). moe_down_splits splits where GEMM 2's expected
+  // units leave CTAs idle; the default then combines after all units or per
+  // unit (moe_defer_combine), both here, and I = 1536 splits in 3, an odd
+  // count. Blocks of 32 at H = 128, I = 1024: 128-row units in both GEMMs
+  // (mma_contig's GEMM 1 included). Under EP with a token routed off-rank.
+  struct Case {
+    MoeDims d;
+    int block_tokens, splits;
+    bool deferred;
+  };
+  for (const Case& c : {Case{{13, 256, 1280, 8, 4, 2, 1}, 16, 2, true}, Case{{9, 128, 1536, 8, 4, 3, 1}, 16, 3, false},
+                        Case{{21, 256, 1024, 8, 4, 3, 1}, 32, 2, true},
+                        Case{{31, 128, 1024, 32, 16, 8, 1}, 32, 2, false},
+                        Case{{39, 128, 1536, 4, 2, 2, 1}, 64, 3, true}}) {
+    CAPTURE(c.d.M);
+    const submission::moe::MoePlan p = h200_plan(c.d);
+    CHECK(p.block_tokens == c.block_tokens);
+    CHECK(p.splits_down == c.splits);
+    CHECK(p.deferred_combine == c.deferred);
+    check_all_variants(c.d, off_rank_token(c.d, 1), 31 + c.d.M);
+  }
+}
+
+// Stream-K (GEMM 1 at H / 128 >= kStreamKMinGroups) had run with blocks of 8
+// and 16 only, and at H = 4096 only among the small shapes, where the
+// 16-stage ranges cut every 32-stage unit exactly in half.
+TEST_CASE("moe H either side of kStreamKMinGroups: 33 groups on stream-K with blocks of 32, 31 without") {
+  // H = 4224 (33 groups, just past the threshold): the ranges cut units
+  // unevenly, a CTA's range holding the tail of one unit and the head of the
+  // next, and mma_queue's chunks of 16 stages leave a last chunk of 1; blocks
+  // of 32 in 128-row units (RT = 2 x NT = 4 partials in the fix-up). H = 3968
+  // (31 groups, just below): whole units, each starting at a group of its own
+  // (rotate_up) over an odd group count.
+  const MoeDims a{31, 4224, 128, 8, 2, 2, 3}, c{5, 3968, 128, 8, 8, 2, 0};
+  REQUIRE(a.H / submission::kMoeGroupSize == submission::moe::kStreamKMinGroups + 1);
+  REQUIRE(c.H / submission::kMoeGroupSize == submission::moe::kStreamKMinGroups - 1);
+  const submission::moe::MoePlan pa = h200_plan(a), pc = h200_plan(c);
+  CHECK(pa.block_tokens == 32);
+  CHECK(pa.stream_k_up);
+  CHECK(pa.tile_rows_up == 128);
+  CHECK_FALSE(pc.stream_k_up);
+  CHECK(pc.rotate_up);
+  check_all_variants(a, off_rank_token(a, 0), 41);
+  check_all_variants(c, kAnyExpert, 43);
+}
+
+TEST_CASE("moe stream-K with blocks of 64 routes: 64-row units cut between CTAs, k = E_global") {
+  // Blocks of 64 (NT = 8) take 64-row units, also under stream-K; k =
+  // E_global: every token routes to both experts, one of them local.
+  const MoeDims b{33, 4096, 128, 2, 1, 2, 1};
+  const submission::moe::MoePlan pb = h200_plan(b);
+  CHECK(pb.block_tokens == 64);
+  CHECK(pb.stream_k_up);
+  CHECK(pb.tile_rows_up == 64);
+  check_all_variants(b, kAnyExpert, 42);
+}
+
+TEST_CASE("moe H = 7168 with blocks of 32: each stream-K unit over several CTAs, 128-row units in GEMM 2") {
+  // 56 groups a unit, about four ranges of 16 stages; GEMM 2 in 128-row units,
+  // so the mma, mma_contig and queue kernels of blocks of 32 with 128 rows
+  // (NT = 4, RT = 2) run too.
+  const MoeDims e{31, 7168, 128, 8, 4, 2, 1};
+  const submission::moe::MoePlan pe = h200_plan(e);
+  CHECK(pe.block_tokens == 32);
+  CHECK(pe.stream_k_up);
+  CHECK(pe.tile_rows_down == 128);
+  check_all_variants(e, off_rank_token(e, 7), 44);
+}
+
+TEST_CASE("moe E_local = 2048, the most the op takes: the alignment over 2048 local experts") {
+  // The suite's largest E_local was 128; the alignment kernel scans the
+  // experts' block counts in chunks of its 512 threads and keeps a [16 warps]
+  // [E_local] table (about 150 KB of shared memory here), and the GEMMs index
+  // 2048 experts' weights. M = 1 (the GEMM CTAs align their 8 routes
+  // themselves): one route on local expert 0, one on the last. M = 45 under EP
+  // (rank 1 of 2, E_global = 4096): the alignment launch, every token's first
+  // pick the last local expert (global 4095), token 0 routed off-rank.
+  const MoeDims one{1, 128, 128, 2048, 2048, 8, 0}, many{45, 128, 128, 4096, 2048, 4, 1};
+  CHECK(h200_plan(one).cta_align);
+  CHECK_FALSE(h200_plan(many).cta_align);
+  check_all_variants(one, [](int, int j, int e) { return j == 0 ? e == 2047 : j == 1 ? e == 0 : true; }, 45);
+  check_all_variants(many,
+                     [&](int m, int j, int e) { return m == 0 ? !is_local(many, e) : j != 0 || e == 4095; }, 46);
+}
+
+TEST_CASE("moe the alignment's edges: 33 routes, the largest in-CTA routing, k = 32, in-CTA blocks of 32") {
+  using submission::moe::aligned_routes_ints;
+  using submission::moe::kAlignWarpRoutes;
+  // 33 routes, one past kAlignWarpRoutes: the CTA alignment launch, not the
+  // GEMM CTAs' own.
+  const MoeDims above{11, 256, 256, 16, 8, 3, 1};
+  REQUIRE(above.M * above.k == kAlignWarpRoutes + 1);
+  CHECK_FALSE(h200_plan(above).cta_align);
+  check_all_variants(above, off_rank_token(above, 4), 47);
+  // 32 routes to 32 local experts in blocks of 8: 36 blocks, 393 ints, the
+  // most any shape with at most 32 routes puts in a GEMM CTA's shared memory
+  // (kCtaRoutingMaxInts = 512 is never reached).
+  const MoeDims largest{32, 256, 256, 32, 32, 1, 0};
+  const submission::moe::MoePlan pl = h200_plan(largest);
+  CHECK(pl.cta_align);
+  CHECK(aligned_routes_ints(largest.M, pl.block_tokens, pl.max_blocks) == 393);
+  check_all_variants(largest, kAnyExpert, 48);
+  // k = 32 at M = 1: one token's routes fill the warp (its route mask is all
+  // 32 bits), under EP (rank 1 of 4).
+  const MoeDims k32{1, 256, 128, 64, 16, 32, 1};
+  CHECK(h200_plan(k32).cta_align);
+  check_all_variants(k32, kAnyExpert, 49);
+  // Blocks of 32 (31 routes, E_global = 4) aligned in the GEMM CTAs.
+  const MoeDims bt32{31, 256, 256, 4, 2, 1, 1};
+  const submission::moe::MoePlan p32 = h200_plan(bt32);
+  CHECK(p32.block_tokens == 32);
+  CHECK(p32.cta_align);
+  check_all_variants(bt32, off_rank_token(bt32, 30), 50);
+}
+
+TEST_CASE("moe GEMM 2 waiting on GEMM 1's units (h flags) at small shapes, combine per unit") {
+  // The default's h_flags (GEMM 1's expected units fill a wave) had only run in
+  // the public-size shapes, and there with GEMM 2 on the work queue and its
+  // combine after all units. Here, with EP and a token routed off-rank: GEMM 2
+  // split in 4 with the GEMM CTAs aligning their own routes, and 64-row units
+  // in both GEMMs over 128 local experts; both combine per unit.
+  for (const MoeDims& d : {MoeDims{5, 128, 2048, 64, 32, 6, 1}, MoeDims{21, 128, 512, 256, 128, 6, 1}}) {
+    CAPTURE(d.M);
+    const submission::moe::MoePlan p = h200_plan(d);
+    CHECK(p.h_flags);
+    CHECK_FALSE(p.deferred_combine);
+    CHECK_FALSE(p.queue_down);
+    check_all_variants(d, off_rank_token(d, 2), 100 + d.M);
+  }
+}
+
+TEST_CASE("moe the default's per-unit combine with blocks of 16 and 32 routes") {
+  // Where GEMM 2's units are fewer than its CTAs and than its (token, row
+  // group) pairs, the default combines per unit (moe_defer_combine); the suite
+  // had that by default with blocks of 8 only. k = 16 in the second.
+  for (const MoeDims& d : {MoeDims{12, 256, 128, 32, 16, 8, 1}, MoeDims{31, 128, 128, 64, 32, 16, 1}}) {
+    CAPTURE(d.M);
+    const submission::moe::MoePlan p = h200_plan(d);
+    CHECK(p.block_tokens == (d.M == 12 ? 16 : 32));
+    CHECK_FALSE(p.deferred_combine);
+    check_all_variants(d, off_rank_token(d, 0), 200 + d.M);
+  }
+}
+
+TEST_CASE("moe M = 4097, k = 1, 2 of 2048 experts local: nearly every token's output is zeros") {
+  // 4097 routes: one past the alignment's cache of 4096, and GEMM 1's last
+  // step zeroes thousands of tokens with no local route. Every 1000th token
+  // (from 7) routes locally, so a few do.
+  const MoeDims d{4097, 128, 256, 2048, 2, 1, 5};
+  REQUIRE(d.M * d.k == submission::moe::kAlignCachedRoutes + 1);
+  check_all_variants(d, [&](int m, int, int e) { return m % 1000 != 7 || is_local(d, e); }, 70);
+}
+
+namespace {
+
 // A public-size shape: the whole batch runs on the device, a few tokens are
 // checked against the fp64 reference one route at a time (E_local = 1 with
 // ep_rank = the route's expert, so only that expert is dequantized).
