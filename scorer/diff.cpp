@@ -26,9 +26,11 @@ std::vector<double> ratios(const ShapeResult& s) {
   return r;
 }
 
+// Symmetric in the two runs: swapped, a change of x becomes 1/x, so the
+// bound below 1 is 1/(1 + min_change), not 1 - min_change.
 Verdict verdict_of(const Interval& change, double min_change) {
   if (change.lo > 1 + min_change) return Verdict::better;
-  if (change.hi < 1 - min_change) return Verdict::worse;
+  if (change.hi < 1 / (1 + min_change)) return Verdict::worse;
   return Verdict::same;
 }
 
@@ -51,7 +53,9 @@ std::string fmt(const char* f, double x) {
   return b;
 }
 
+// "-" for no speedup: a regime none of whose shapes was scored stores 0.
 std::string speedup_text(const Interval& i) {
+  if (!(i.point > 0)) return "-";
   return fmt("%.4fx", i.point) + " [" + fmt("%.4f", i.lo) + ", " + fmt("%.4f", i.hi) + "]";
 }
 
@@ -62,8 +66,8 @@ std::string change_text(const Interval& c) {
 }
 
 // " (baseline time +x%, submission +y%)" where the verdict is the baseline's drift, else "".
-std::string drift_text(const TimeDrift& t, Verdict v) {
-  if (!t.moved(v)) return "";
+std::string drift_text(const TimeDrift& t, Verdict v, double min_change) {
+  if (!t.moved(v, min_change)) return "";
   return " (baseline time " + percent_text(t.baseline_change) + ", submission " +
          percent_text(t.candidate_change) + ")";
 }
@@ -88,10 +92,26 @@ const RegimeResult* find_regime(const RunResult& run, const std::string& name) {
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
+// The verdict of a regime or the aggregate: worse with a shape failed only in
+// the latest run, else from the interval of the shapes scored in both; and
+// what it rests on, "(2 shapes failed in latest; +1.2% [...] over 3 shapes
+// scored in both)".
+std::string group_text(Verdict v, int failed_latest, int shapes, const Interval& change) {
+  if (!failed_latest && !shapes) return "no shape scored in both";
+  std::string why;
+  if (failed_latest)
+    why = std::to_string(failed_latest) + " shape" + (failed_latest == 1 ? "" : "s") + " failed in latest; ";
+  why += shapes ? change_text(change) + " over " + std::to_string(shapes) + " shape" + (shapes == 1 ? "" : "s") +
+                      " scored in both"
+                : "no shape scored in both";
+  return std::string(verdict_name(v)) + " (" + why + ")";
+}
+
 }  // namespace
 
-bool TimeDrift::moved(Verdict v) const {
-  return v != Verdict::same && std::fabs(std::log(baseline_change)) > std::fabs(std::log(candidate_change));
+bool TimeDrift::moved(Verdict v, double min_change) const {
+  const double c = std::fabs(std::log(candidate_change));
+  return v != Verdict::same && std::fabs(std::log(baseline_change)) > c && c <= std::log1p(min_change);
 }
 
 const char* verdict_name(Verdict v) {
@@ -153,7 +173,7 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
   for (ShapeDiff& s : d.shapes) {
     if (!regime_index.count(s.regime)) {
       regime_index[s.regime] = static_cast<int>(d.regimes.size());
-      d.regimes.push_back({s.regime, 0, {}, Verdict::same, {}});
+      d.regimes.push_back({s.regime, 0, 0, {}, Verdict::same, {}});
     }
     bool l = scored(s.latest), b = scored(s.best);
     if (!s.latest) continue;
@@ -161,7 +181,11 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     else if (l && b) s.presence = Presence::both;
     else if (!l && !b) s.presence = Presence::failed_both;
     else s.presence = l ? Presence::failed_best : Presence::failed_latest;
-    if (s.presence == Presence::failed_latest) s.verdict = Verdict::worse;
+    if (s.presence == Presence::failed_latest) {
+      s.verdict = Verdict::worse;
+      d.regimes[regime_index[s.regime]].failed_latest++;
+      d.failed_latest++;
+    }
     if (s.presence == Presence::failed_best) s.verdict = Verdict::better;
     if (s.presence == Presence::both) {
       both.push_back(&s);
@@ -170,6 +194,9 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     }
   }
   d.shapes_compared = static_cast<int>(both.size());
+  for (RegimeDiff& rd : d.regimes)
+    if (rd.failed_latest) rd.verdict = Verdict::worse;
+  if (d.failed_latest) d.aggregate = Verdict::worse;
   if (both.empty()) return d;
 
   std::vector<std::vector<double>> new_r, old_r;
@@ -191,9 +218,8 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
   std::mt19937_64 rng(opt.seed);
   std::vector<double> buf;
   auto resampled_median = [&](const std::vector<double>& v) {
-    std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
     buf.resize(v.size());
-    for (double& x : buf) x = v[pick(rng)];
+    for (double& x : buf) x = v[draw(rng, v.size())];
     return median(buf);
   };
   for (int r = 0; r < R; ++r) {
@@ -229,12 +255,12 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     RegimeDiff& rd = d.regimes[g];
     if (!rd.shapes) continue;
     rd.change = interval_of(regime_point[g] / rd.shapes, regime_logs[g], opt.level);
-    rd.verdict = verdict_of(rd.change, min_change);
+    if (!rd.failed_latest) rd.verdict = verdict_of(rd.change, min_change);
     rd.drift = {std::exp(regime_base[g] / rd.shapes), std::exp(regime_cand[g] / rd.shapes)};
   }
   d.aggregate_drift = {std::exp(agg_base / both.size()), std::exp(agg_cand / both.size())};
   d.aggregate_change = interval_of(agg_point / both.size(), agg_logs, opt.level);
-  d.aggregate = verdict_of(d.aggregate_change, min_change);
+  if (!d.failed_latest) d.aggregate = verdict_of(d.aggregate_change, min_change);
   return d;
 }
 
@@ -253,20 +279,15 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
 
   out << "latest:   " << run_line(latest.meta) << "\n"
       << "selected: " << run_line(best.meta) << "\n\n";
-  size_t wname = 5, wreg = 6;
-  for (const ShapeDiff& s : d.shapes) {
-    wname = std::max(wname, s.name.size() + 2);
-    wreg = std::max(wreg, s.regime.size() + 2);
-  }
-  const size_t wcell = 28;
-  out << pad("shape", wname) << pad("regime", wreg) << pad("latest", wcell) << pad("selected", wcell)
-      << pad("change", wcell) << "verdict\n";
+  const double m = opt.min_change;
+  // Every cell first, so that each column is as wide as its widest cell.
+  std::vector<std::vector<std::string>> rows = {{"shape", "regime", "latest", "selected", "change", "verdict"}};
   for (const ShapeDiff& s : d.shapes) {
     std::string change, verdict;
     switch (s.presence) {
       case Presence::both:
         change = change_text(s.change);
-        verdict = verdict_name(s.verdict) + drift_text(s.drift, s.verdict);
+        verdict = verdict_name(s.verdict) + drift_text(s.drift, s.verdict, m);
         break;
       case Presence::only_latest: verdict = "only in latest"; break;
       case Presence::only_best: verdict = "only in selected"; break;
@@ -274,8 +295,14 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
       case Presence::failed_best: verdict = "better: failed in selected"; break;
       case Presence::failed_both: verdict = "failed in both"; break;
     }
-    out << pad(s.name, wname) << pad(s.regime, wreg) << pad(shape_cell(s.latest), wcell)
-        << pad(shape_cell(s.best), wcell) << pad(change, wcell) << verdict << "\n";
+    rows.push_back({s.name, s.regime, shape_cell(s.latest), shape_cell(s.best), change, verdict});
+  }
+  std::vector<size_t> width(5, 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], row[c].size() + 2);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < width.size(); ++c) out << pad(row[c], width[c]);
+    out << row.back() << "\n";
   }
   out << "\n";
 
@@ -283,31 +310,25 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
     const RegimeResult* a = find_regime(latest, r.name);
     const RegimeResult* b = find_regime(best, r.name);
     out << "regime " << r.name << " " << (a ? speedup_text(a->speedup) : "-") << " vs selected "
-        << (b ? speedup_text(b->speedup) : "-") << ": ";
-    if (r.shapes)
-      out << verdict_name(r.verdict) << " (" << change_text(r.change) << " over " << r.shapes
-          << " shape" << (r.shapes == 1 ? "" : "s") << " scored in both)" << drift_text(r.drift, r.verdict)
-          << "\n";
-    else
-      out << "no shape scored in both\n";
+        << (b ? speedup_text(b->speedup) : "-") << ": "
+        << group_text(r.verdict, r.failed_latest, r.shapes, r.change)
+        << (r.shapes ? drift_text(r.drift, r.verdict, m) : "") << "\n";
   }
   out << "aggregate " << speedup_text(latest.aggregate) << " vs selected " << speedup_text(best.aggregate)
-      << ": ";
-  if (d.shapes_compared)
-    out << verdict_name(d.aggregate) << " (" << change_text(d.aggregate_change) << " over "
-        << d.shapes_compared << " shapes scored in both)" << drift_text(d.aggregate_drift, d.aggregate)
-        << "\n";
-  else
-    out << "no shape scored in both\n";
+      << ": " << group_text(d.aggregate, d.failed_latest, d.shapes_compared, d.aggregate_change)
+      << (d.shapes_compared ? drift_text(d.aggregate_drift, d.aggregate, m) : "") << "\n";
 
   const char* although = d.aggregate == Verdict::better ? " although the aggregate improved" : "";
   for (const RegimeDiff& r : d.regimes)
     if (r.verdict == Verdict::worse)
-      out << "WARNING: regime " << r.name << " got worse (" << change_text(r.change) << ")" << although
-          << "\n";
+      out << "WARNING: regime " << r.name << " got worse ("
+          << (r.failed_latest ? std::to_string(r.failed_latest) + " shape" + (r.failed_latest == 1 ? "" : "s") +
+                                    " failed in latest"
+                              : change_text(r.change))
+          << ")" << although << "\n";
   std::string moved;
   for (const ShapeDiff& s : d.shapes)
-    if (s.drift.moved(s.verdict)) moved += (moved.empty() ? "" : ", ") + s.name;
+    if (s.drift.moved(s.verdict, m)) moved += (moved.empty() ? "" : ", ") + s.name;
   if (!moved.empty())
     out << "NOTE: the baseline's own time moved more than the submission's on " << moved
         << ": those verdicts are the baseline's drift, not the submission's (--recorded gives a fixed "

@@ -46,8 +46,10 @@ struct DiffOptions {
 // moved more than the submission did is the baseline's doing.
 struct TimeDrift {
   double baseline_change = 1, candidate_change = 1;
-  // A better/worse verdict with |baseline change| > |submission change|.
-  bool moved(Verdict v) const;
+  // A better/worse verdict with |baseline change| > |submission change|,
+  // where the submission's change alone (within min_change) would not have
+  // reached it.
+  bool moved(Verdict v, double min_change) const;
 };
 
 // How a shape stands in the two runs. A shape is scored when its status is
@@ -64,10 +66,14 @@ struct ShapeDiff {
   TimeDrift drift;                      // when scored in both; 1 and 1 otherwise
 };
 
+// A regime or the aggregate with a shape that failed only in the latest run
+// is worse, whatever the shapes scored in both say: a regression must not
+// hide behind the shapes that still pass.
 struct RegimeDiff {
   std::string name;
-  int shapes = 0;   // shapes of the regime scored in both runs; no verdict when 0
-  Interval change;  // ratio of the geometric means over those shapes
+  int shapes = 0;         // shapes of the regime scored in both runs; no interval when 0
+  int failed_latest = 0;  // shapes scored in the best but failed in the latest run
+  Interval change;        // ratio of the geometric means over the shapes scored in both
   Verdict verdict = Verdict::same;
   TimeDrift drift;
 };
@@ -77,6 +83,7 @@ struct Diff {
   std::vector<ShapeDiff> shapes;          // the latest run's order, then shapes only in the best
   std::vector<RegimeDiff> regimes;        // order of first appearance
   int shapes_compared = 0;                // scored in both
+  int failed_latest = 0;                  // scored in the best, failed in the latest
   Interval aggregate_change;              // ratio of the geometric means over those shapes
   Verdict aggregate = Verdict::same;
   TimeDrift aggregate_drift;

@@ -33,12 +33,6 @@ Interval interval(double point, std::vector<double>& samples, double level) {
   return {point, quantile(samples, (1 - level) / 2), quantile(samples, (1 + level) / 2)};
 }
 
-// Uniform index in [0, n) from the high half of a 64x64-bit product, rather
-// than std::uniform_int_distribution, whose algorithm differs between standard
-// libraries: a results file recomputed anywhere gives the same intervals.
-size_t draw(std::mt19937_64& rng, size_t n) {
-  return size_t((static_cast<unsigned __int128>(rng()) * n) >> 64);
-}
 
 // Geometric means per regime and overall of per-shape values, over the shapes
 // with a value (not NaN).
@@ -77,6 +71,13 @@ std::vector<double> paired_ratios(const ShapeResult& r, const std::vector<double
 }
 
 }  // namespace
+
+// Uniform index in [0, n) from the high half of a 64x64-bit product, rather
+// than std::uniform_int_distribution, whose algorithm differs between standard
+// libraries: a results file recomputed anywhere gives the same intervals.
+size_t draw(std::mt19937_64& rng, size_t n) {
+  return size_t((static_cast<unsigned __int128>(rng()) * n) >> 64);
+}
 
 double median(std::vector<double> v) { return median_inplace(v); }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "results.h"
@@ -15,6 +16,10 @@ namespace scorer {
 
 double median(std::vector<double> v);          // of a copy; NaN when empty
 double geomean(const std::vector<double>& v);  // NaN when empty or any value <= 0
+
+// A uniform index in [0, n), the same on every standard library (unlike
+// std::uniform_int_distribution): each bootstrap here draws with it.
+size_t draw(std::mt19937_64& rng, size_t n);
 
 struct BootstrapOptions {
   int resamples = 2000;

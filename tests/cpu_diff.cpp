@@ -136,7 +136,7 @@ TEST_CASE("diff: a verdict that comes from the baseline's drift says so") {
     CHECK(s.verdict == Verdict::better);
     CHECK(s.drift.baseline_change == doctest::Approx(1.2).epsilon(0.03));
     CHECK(s.drift.candidate_change == doctest::Approx(1.0).epsilon(0.03));
-    CHECK(s.drift.moved(s.verdict));
+    CHECK(s.drift.moved(s.verdict, 0.01));
   }
   std::ostringstream out;
   CHECK(print_diff(out, latest, best, DiffOptions{}) == kExitOk);
@@ -149,7 +149,7 @@ TEST_CASE("diff: a verdict that comes from the baseline's drift says so") {
   Diff f = compute_diff(faster, best, {}, 0.01);
   for (const ShapeDiff& s : f.shapes) {
     CHECK(s.verdict == Verdict::better);
-    CHECK_FALSE(s.drift.moved(s.verdict));
+    CHECK_FALSE(s.drift.moved(s.verdict, 0.01));
   }
   std::ostringstream out2;
   print_diff(out2, faster, best, DiffOptions{});
@@ -338,4 +338,87 @@ TEST_CASE("scorer diff: a truncated results file is one line naming file and lin
   Capture ce(std::cerr);
   CHECK(diff_main({"--results-dir", dir.path.string(), "--fail-on", "better"}) == kExitBadInput);
   CHECK(diff_main({"--results-dir", (dir.path / "none").string()}) == kExitBadInput);
+}
+
+TEST_CASE("diff: a shape failed only in the latest run makes its regime and the aggregate worse") {
+  auto rng = fresh_rng();
+  // moe_1 is 3x in the best and times out in the latest; the shapes still
+  // scored in both improve, so their intervals alone say better.
+  RunResult best = make_run(specs({1.0, 1.0}, {1.0, 3.0}), rng, 41, 0.02);
+  RunResult latest = make_run(specs({1.3, 1.3}, {1.3, 3.0}), rng, 41, 0.02);
+  latest.shapes[3].status = "timeout";
+  latest.shapes[3].reason = "hung";
+  compute_statistics(latest);
+  const Diff d = compute_diff(latest, best, {}, 0.01);
+  CHECK(d.regimes[0].verdict == Verdict::better);
+  CHECK(d.regimes[1].verdict == Verdict::worse);
+  CHECK(d.regimes[1].failed_latest == 1);
+  CHECK(d.aggregate == Verdict::worse);
+  std::ostringstream out;
+  DiffOptions opt;
+  opt.fail_on = FailOn::worse;
+  CHECK(print_diff(out, latest, best, opt) == kExitIncorrect);
+  const std::string text = out.str();
+  CHECK(text.find(": worse (1 shape failed in latest; +") != std::string::npos);
+  CHECK(text.find("WARNING: regime moe got worse (1 shape failed in latest)\n") != std::string::npos);
+  CHECK(text.find("although the aggregate improved") == std::string::npos);
+
+  // Every shape of a regime failed: worse, with no interval and no speedup.
+  latest.shapes[2].status = "crash";
+  compute_statistics(latest);
+  std::ostringstream out2;
+  print_diff(out2, latest, best, DiffOptions{});
+  CHECK(out2.str().find("regime moe - vs selected ") != std::string::npos);
+  CHECK(out2.str().find(": worse (2 shapes failed in latest; no shape scored in both)") != std::string::npos);
+}
+
+TEST_CASE("diff: the baseline's drift is named only where the submission's own change would not decide") {
+  auto rng = fresh_rng();
+  // The baseline 8% slower and the submission 5% faster: the baseline moved
+  // more, but the submission's change alone is far beyond --min-change.
+  RunResult best = make_run(specs({1.5, 1.5}, {}), rng, 41, 0.005, 20);
+  RunResult latest = make_run(specs({1.5 * 1.08 / 0.95, 1.5 * 1.08 / 0.95}, {}), rng, 41, 0.005, 21.6);
+  const Diff d = compute_diff(latest, best, {}, 0.01);
+  for (const ShapeDiff& s : d.shapes) {
+    CHECK(s.verdict == Verdict::better);
+    CHECK(std::fabs(std::log(s.drift.baseline_change)) > std::fabs(std::log(s.drift.candidate_change)));
+    CHECK_FALSE(s.drift.moved(s.verdict, 0.01));
+  }
+  std::ostringstream out;
+  print_diff(out, latest, best, DiffOptions{});
+  CHECK(out.str().find("NOTE") == std::string::npos);
+}
+
+TEST_CASE("diff: swapping the runs swaps better and worse, whatever --min-change") {
+  auto rng = fresh_rng();
+  const RunResult a = make_run(specs({1.49}, {}), rng, 41, 0.003);
+  const RunResult b = make_run(specs({1.0}, {}), rng, 41, 0.003);
+  for (double m : {0.01, 0.2, 0.4}) {
+    CAPTURE(m);
+    const Diff ab = compute_diff(a, b, {}, m), ba = compute_diff(b, a, {}, m);
+    CHECK(ab.shapes[0].verdict == Verdict::better);
+    CHECK(ba.shapes[0].verdict == Verdict::worse);
+  }
+  const Diff ab = compute_diff(a, b, {}, 0.6), ba = compute_diff(b, a, {}, 0.6);
+  CHECK(ab.shapes[0].verdict == Verdict::same);
+  CHECK(ba.shapes[0].verdict == Verdict::same);
+}
+
+TEST_CASE("diff: columns as wide as their widest cell") {
+  auto rng = fresh_rng();
+  const RunResult best = make_run({{"a_very_long_shape_name_here", "dense", 1.0}, {"b", "dense", 1.0}}, rng, 41);
+  const RunResult latest = make_run({{"a_very_long_shape_name_here", "dense", 149.0}, {"b", "dense", 1.0}}, rng, 41);
+  std::ostringstream out;
+  print_diff(out, latest, best, DiffOptions{});
+  std::istringstream lines(out.str());
+  std::vector<size_t> verdict_at;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("shape", 0) == 0 || line.rfind("a_very", 0) == 0 || line.rfind("b ", 0) == 0) {
+      // The verdict column starts where "verdict" does in the header.
+      const size_t at = line.rfind("  ") + 2;
+      verdict_at.push_back(at);
+    }
+  REQUIRE(verdict_at.size() == 3);
+  CHECK(verdict_at[0] == verdict_at[1]);
+  CHECK(verdict_at[1] == verdict_at[2]);
 }
