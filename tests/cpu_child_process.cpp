@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -103,6 +104,10 @@ void leave_grandchild(const std::string& pid_file, bool close_pipe) {
   std::ofstream(pid_file) << g << "\n";
 }
 
+std::string pid_file_path() {
+  return (std::filesystem::temp_directory_path() / ("cpu_child_process." + std::to_string(getpid()) + ".pid")).string();
+}
+
 pid_t read_pid(const std::string& pid_file) {
   std::ifstream f(pid_file);
   pid_t p = 0;
@@ -113,7 +118,7 @@ pid_t read_pid(const std::string& pid_file) {
 }  // namespace
 
 TEST_CASE("child: a finished child's result comes back at once, though a grandchild holds its pipe") {
-  const std::string pid_file = "/tmp/cpu_child_process." + std::to_string(getpid()) + ".pid";
+  const std::string pid_file = pid_file_path();
   const auto t0 = std::chrono::steady_clock::now();
   const ChildOutcome c = run_in_child([&] {
     leave_grandchild(pid_file, false);
@@ -129,7 +134,7 @@ TEST_CASE("child: a finished child's result comes back at once, though a grandch
 }
 
 TEST_CASE("child: a hang after closing the pipe is still killed at the timeout, with what it left running") {
-  const std::string pid_file = "/tmp/cpu_child_process." + std::to_string(getpid()) + ".pid";
+  const std::string pid_file = pid_file_path();
   const auto t0 = std::chrono::steady_clock::now();
   const ChildOutcome c = run_in_child([&]() -> std::string {
     leave_grandchild(pid_file, true);
