@@ -96,11 +96,13 @@ std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " "
 // the latest run, else from the interval of the shapes scored in both; and
 // what it rests on, "(2 shapes failed in latest; +1.2% [...] over 3 shapes
 // scored in both)".
+std::string failed_text(int failed_latest) {
+  return std::to_string(failed_latest) + " shape" + (failed_latest == 1 ? "" : "s") + " failed in latest";
+}
 std::string group_text(Verdict v, int failed_latest, int shapes, const Interval& change) {
   if (!failed_latest && !shapes) return "no shape scored in both";
   std::string why;
-  if (failed_latest)
-    why = std::to_string(failed_latest) + " shape" + (failed_latest == 1 ? "" : "s") + " failed in latest; ";
+  if (failed_latest) why = failed_text(failed_latest) + "; ";
   why += shapes ? change_text(change) + " over " + std::to_string(shapes) + " shape" + (shapes == 1 ? "" : "s") +
                       " scored in both"
                 : "no shape scored in both";
@@ -322,9 +324,7 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
   for (const RegimeDiff& r : d.regimes)
     if (r.verdict == Verdict::worse)
       out << "WARNING: regime " << r.name << " got worse ("
-          << (r.failed_latest ? std::to_string(r.failed_latest) + " shape" + (r.failed_latest == 1 ? "" : "s") +
-                                    " failed in latest"
-                              : change_text(r.change))
+          << (r.failed_latest ? failed_text(r.failed_latest) : change_text(r.change))
           << ")" << although << "\n";
   std::string moved;
   for (const ShapeDiff& s : d.shapes)

@@ -212,12 +212,9 @@ std::vector<std::string> submission_files(const std::string& root) {
   // sha256sum writes such a name escaped, behind a backslash: the MANIFEST's
   // plain list and the submission hash would disagree about it.
   for (const std::string& f : files)
-    if (f.find_first_of("\\\n") != std::string::npos) {
-      std::string shown;
-      for (char c : f) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
-      throw InputError(root + "/" + shown +
+    if (f.find_first_of("\\\n") != std::string::npos)
+      throw InputError(root + "/" + printable(f) +
                        ": a file name with a backslash or a newline cannot be packaged; rename it");
-    }
   return files;
 }
 

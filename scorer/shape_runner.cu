@@ -209,9 +209,7 @@ class Runner {
       trial(r, t, base_tag + t, graph, base_us, cand_us);
       const int n = t + 1;
       if (n >= opt_.min_trials && (n % 10 == 0 || n == opt_.max_trials)) {
-        std::vector<double> ratios(n);
-        for (int i = 0; i < n; ++i) ratios[i] = base_us[i] / cand_us[i];
-        const Interval iv = median_interval(ratios, bo);
+        const Interval iv = median_interval(paired_ratios(base_us, cand_us), bo);
         if ((iv.hi - iv.lo) / 2 < opt_.target_rel_halfwidth * iv.point) return true;
         if (seconds_since(t0) > opt_.time_cap_s) return false;
       }
@@ -265,9 +263,7 @@ class Runner {
     if (r.raw_limit_us > 0 && cand < 0.9 * r.raw_limit_us)
       throw ShapeFailure{"impossible", "median " + fmt(cand) + " us is below 90% of the raw bandwidth limit (" +
                                            fmt(r.raw_limit_us) + " us): it cannot have read its inputs"};
-    std::vector<double> ratios(r.candidate_us.size());
-    for (size_t i = 0; i < ratios.size(); ++i) ratios[i] = r.baseline_us[i] / r.candidate_us[i];
-    if (median(ratios) > 10) r.flags.push_back("speedup above 10x: look at it");
+    if (median(paired_ratios(r.baseline_us, r.candidate_us)) > 10) r.flags.push_back("speedup above 10x: look at it");
   }
 
   static std::string fmt(double v) {
@@ -280,7 +276,8 @@ class Runner {
     if (!opt_.time) return "correct (" + std::to_string(r.check.checks) + " checks)";
     const double b = median(r.baseline_us), c = median(r.candidate_us);
     return std::to_string(r.candidate_us.size()) + " trials, baseline " + fmt(b) + " us, submission " + fmt(c) +
-           " us, " + fmt(b / c) + "x" + (r.converged ? "" : " (not converged)");
+           " us, " + fmt(median(paired_ratios(r.baseline_us, r.candidate_us))) + "x" +
+           (r.converged ? "" : " (not converged)");
   }
 
  public:

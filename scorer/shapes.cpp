@@ -87,21 +87,6 @@ const char* type_phrase(toml::node_type t) {
   return "nothing";
 }
 
-// A value from the file or the command line as an error message shows it:
-// control characters escaped, so that the message stays one line.
-std::string printable(const std::string& v) {
-  std::string out;
-  for (unsigned char c : v) {
-    if (c == '\n') out += "\\n";
-    else if (c < 0x20 || c == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      out += b;
-    } else out += char(c);
-  }
-  return out;
-}
-
 bool valid_name(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
@@ -137,6 +122,19 @@ double device_bytes(const Shape& s) {
 }
 
 }  // namespace
+
+std::string printable(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else out += char(c);
+  }
+  return out;
+}
 
 const char* op_name(Op op) {
   switch (op) {

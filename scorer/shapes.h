@@ -21,6 +21,11 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A value from a file or the command line as an error message shows it:
+// newlines and other control characters escaped, so that the message stays
+// one line.
+std::string printable(const std::string& v);
+
 // One shape. Only the dims of its op are meaningful; the rest stay 0.
 struct Shape {
   std::string name;

@@ -59,18 +59,22 @@ Interval zero_if_nan(const Interval& i) { return std::isfinite(i.point) ? i : In
 
 double zero_if_nan(double x) { return std::isfinite(x) ? x : 0.0; }
 
-std::vector<double> paired_ratios(const ShapeResult& r, const std::vector<double>& baseline,
-                                  const std::vector<double>& candidate, const char* what) {
+std::vector<double> checked_ratios(const ShapeResult& r, const std::vector<double>& baseline,
+                                   const std::vector<double>& candidate, const char* what) {
   if (baseline.size() != candidate.size())
     throw std::invalid_argument("shape " + r.shape.name + ": " + std::to_string(baseline.size()) +
                                 " " + what + " baseline trials but " +
                                 std::to_string(candidate.size()) + " candidate trials");
+  return paired_ratios(baseline, candidate);
+}
+
+}  // namespace
+
+std::vector<double> paired_ratios(const std::vector<double>& baseline, const std::vector<double>& candidate) {
   std::vector<double> ratios(baseline.size());
   for (size_t i = 0; i < ratios.size(); ++i) ratios[i] = baseline[i] / candidate[i];
   return ratios;
 }
-
-}  // namespace
 
 // Uniform index in [0, n) from the high half of a 64x64-bit product, rather
 // than std::uniform_int_distribution, whose algorithm differs between standard
@@ -162,8 +166,8 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
     r.graph_speedup = r.graph_ci_lo = r.graph_ci_hi = 0;
     r.recorded_speedup = 0;
     if (r.status != "ok") continue;
-    ratios[i] = paired_ratios(r, r.baseline_us, r.candidate_us, "event");
-    graph_ratios[i] = paired_ratios(r, r.graph_baseline_us, r.graph_candidate_us, "graph");
+    ratios[i] = checked_ratios(r, r.baseline_us, r.candidate_us, "event");
+    graph_ratios[i] = checked_ratios(r, r.graph_baseline_us, r.graph_candidate_us, "graph");
     any_graph |= !graph_ratios[i].empty();
     r.baseline_median_us = zero_if_nan(median(r.baseline_us));
     r.candidate_median_us = zero_if_nan(median(r.candidate_us));

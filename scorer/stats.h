@@ -17,6 +17,10 @@ namespace scorer {
 double median(std::vector<double> v);          // of a copy; NaN when empty
 double geomean(const std::vector<double>& v);  // NaN when empty or any value <= 0
 
+// baseline[i] / candidate[i] for paired trials (the two of the same size):
+// a shape's speedup is their median.
+std::vector<double> paired_ratios(const std::vector<double>& baseline, const std::vector<double>& candidate);
+
 // A uniform index in [0, n), the same on every standard library (unlike
 // std::uniform_int_distribution): each bootstrap here draws with it.
 size_t draw(std::mt19937_64& rng, size_t n);
