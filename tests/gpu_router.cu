@@ -256,6 +256,23 @@ TEST_CASE("router: every variant matches the fp64 reference, twice, bit-identica
   }
 }
 
+TEST_CASE("router: large logits match the reference") {
+  // Weights of sd 1 too: logits of order sqrt(H), top-k weights far from uniform.
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  for (const RouterDims& d : {RouterDims{16, 7168, 256, 8}, RouterDims{6, 2048, 128, 8}}) {
+    const std::vector<uint16_t> wg = gpu_test::random_bf16(size_t(d.E) * d.H, rng);
+    const std::vector<uint16_t> x = random_x(d, rng);
+    for (const std::string& v : router_variants()) {
+      INFO(v << " " << dims_str(d));
+      RouterUnderTest r(d, wg, v);
+      check_against_reference(d, x, wg, r.run(x, stream.s));
+    }
+  }
+}
+
 TEST_CASE("router: exact ties go to the lower expert id") {
   // Small integers everywhere, so every logit is an exact integer in fp32 whatever the order of
   // the sums: equal rows give bit-identical logits, and many unrelated experts tie as well. Wg
