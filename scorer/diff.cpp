@@ -16,13 +16,18 @@
 namespace scorer {
 namespace {
 
-bool scored(const ShapeResult* s) { return s && s->status == "ok" && !s->candidate_us.empty(); }
+bool scored(const ShapeResult* s) {
+  return s && s->status == "ok" && !pooled(*s, &ReplicateResult::candidate_us).empty();
+}
 
+// The paired ratios of every replicate, pooled.
 std::vector<double> ratios(const ShapeResult& s) {
+  const std::vector<double> base = pooled(s, &ReplicateResult::baseline_us);
+  const std::vector<double> cand = pooled(s, &ReplicateResult::candidate_us);
   std::vector<double> r;
-  size_t n = std::min(s.baseline_us.size(), s.candidate_us.size());
+  size_t n = std::min(base.size(), cand.size());
   for (size_t i = 0; i < n; ++i)
-    if (s.candidate_us[i] > 0 && s.baseline_us[i] > 0) r.push_back(s.baseline_us[i] / s.candidate_us[i]);
+    if (cand[i] > 0 && base[i] > 0) r.push_back(base[i] / cand[i]);
   return r;
 }
 
@@ -244,8 +249,10 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     ShapeDiff& s = *both[i];
     s.change = interval_of(point[i], shape_logs[i], opt.level);
     s.verdict = verdict_of(s.change, min_change);
-    s.drift = {median(s.latest->baseline_us) / median(s.best->baseline_us),
-               median(s.latest->candidate_us) / median(s.best->candidate_us)};
+    s.drift = {median(pooled(*s.latest, &ReplicateResult::baseline_us)) /
+                   median(pooled(*s.best, &ReplicateResult::baseline_us)),
+               median(pooled(*s.latest, &ReplicateResult::candidate_us)) /
+                   median(pooled(*s.best, &ReplicateResult::candidate_us))};
     regime_point[regime_of[i]] += point[i];
     regime_base[regime_of[i]] += std::log(s.drift.baseline_change);
     regime_cand[regime_of[i]] += std::log(s.drift.candidate_change);

@@ -15,6 +15,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "workload.h"
+
 namespace scorer {
 namespace {
 
@@ -23,7 +25,16 @@ using json = nlohmann::json;
 
 const std::string kNoText;  // for readers of a JSON value with no source text
 
-const char* const kStatuses[] = {"ok", "incorrect", "crash", "timeout", "impossible", "error"};
+const char* const kStatuses[] = {"ok",           "incorrect",    "crash",
+                                 "timeout",      "impossible",   "error",
+                                 "escaped work", "foreign work", "changed device state",
+                                 "baseline disturbed"};
+
+std::string status_list() {
+  std::string list;
+  for (const char* st : kStatuses) list += (list.empty() ? "" : ", ") + std::string(st);
+  return list;
+}
 
 std::string member_path(const std::string& at, const std::string& key) {
   return at.empty() ? key : at + "." + key;
@@ -287,42 +298,166 @@ Shape read_shape(Obj o) {
   return s;
 }
 
-ShapeResult read_shape_result(Obj o) {
+std::string read_status(Obj& o) {
+  const std::string st = o.str("status");
+  if (std::find(std::begin(kStatuses), std::end(kStatuses), st) == std::end(kStatuses))
+    o.fail("status", "unknown status '" + st + "' (expected one of " + status_list() + ")");
+  return st;
+}
+
+CheckSummary read_check(Obj c) {
+  CheckSummary k;
+  k.checks = c.integer("checks");
+  k.rel_l2 = c.num("rel_l2");
+  k.max_abs_err = c.num("max_abs_err");
+  k.worst_elem = c.num("worst_elem");
+  c.finish();
+  return k;
+}
+
+json check_to_json(const CheckSummary& c) {
+  return {{"checks", c.checks}, {"rel_l2", c.rel_l2}, {"max_abs_err", c.max_abs_err}, {"worst_elem", c.worst_elem}};
+}
+
+// Trials are paired: statistics are undefined when the counts differ.
+void require_paired(Obj& o, const char* key, const std::vector<double>& a, const char* other,
+                    const std::vector<double>& b) {
+  if (a.size() != b.size())
+    o.fail(key, "has " + std::to_string(a.size()) + " trials but " + other + " has " + std::to_string(b.size()));
+}
+
+// The per-candidate-trial CUPTI figures: none, or one per candidate trial.
+void require_per_trial(Obj& o, const char* key, const std::vector<double>& v, size_t trials) {
+  if (!v.empty() && v.size() != trials)
+    o.fail(key, "has " + std::to_string(v.size()) + " values but candidate_us has " + std::to_string(trials) +
+                    " trials (expected one per trial, or none)");
+}
+
+json replicate_to_json(const ReplicateResult& p) {
+  return {
+      {"index", p.index},
+      {"seed", p.seed},
+      {"gpu", p.gpu},
+      {"status", p.status},
+      {"reason", p.reason},
+      {"check", check_to_json(p.check)},
+      {"floor_us", p.floor_us},
+      {"floor_read_us", p.floor_read_us},
+      {"floor_compute_us", p.floor_compute_us},
+      {"baseline_us", p.baseline_us},
+      {"candidate_us", p.candidate_us},
+      {"graph_baseline_us", p.graph_baseline_us},
+      {"graph_candidate_us", p.graph_candidate_us},
+      {"untouched_baseline_us", p.untouched_baseline_us},
+      {"candidate_kernel_us", p.candidate_kernel_us},
+      {"candidate_span_us", p.candidate_span_us},
+      {"converged", p.converged},
+      {"flags", p.flags},
+      {"sm_clock_mhz_start", p.sm_clock_mhz_start},
+      {"sm_clock_mhz_end", p.sm_clock_mhz_end},
+      {"mem_clock_mhz_start", p.mem_clock_mhz_start},
+      {"mem_clock_mhz_end", p.mem_clock_mhz_end},
+      {"throttle_reasons", p.throttle_reasons},
+      {"seconds", p.seconds},
+  };
+}
+
+ReplicateResult read_replicate(Obj o) {
+  ReplicateResult p;
+  p.index = o.integer("index");
+  if (p.index < 1) o.fail("index", "must be at least 1 (got " + std::to_string(p.index) + ")");
+  p.seed = o.u64("seed");
+  p.gpu = o.integer("gpu");
+  if (p.gpu < 0) o.fail("gpu", "must be at least 0 (got " + std::to_string(p.gpu) + ")");
+  p.status = read_status(o);
+  p.reason = o.str("reason");
+  p.check = read_check(o.object("check"));
+  p.floor_us = o.num("floor_us");
+  p.floor_read_us = o.num("floor_read_us");
+  p.floor_compute_us = o.num("floor_compute_us");
+  p.baseline_us = o.times("baseline_us");
+  p.candidate_us = o.times("candidate_us");
+  p.graph_baseline_us = o.times("graph_baseline_us");
+  p.graph_candidate_us = o.times("graph_candidate_us");
+  p.untouched_baseline_us = o.times("untouched_baseline_us");
+  p.candidate_kernel_us = o.times("candidate_kernel_us");
+  p.candidate_span_us = o.times("candidate_span_us");
+  require_paired(o, "candidate_us", p.candidate_us, "baseline_us", p.baseline_us);
+  require_paired(o, "graph_candidate_us", p.graph_candidate_us, "graph_baseline_us", p.graph_baseline_us);
+  require_per_trial(o, "candidate_kernel_us", p.candidate_kernel_us, p.candidate_us.size());
+  require_per_trial(o, "candidate_span_us", p.candidate_span_us, p.candidate_us.size());
+  p.converged = o.boolean("converged");
+  p.flags = o.strings("flags");
+  p.sm_clock_mhz_start = o.num("sm_clock_mhz_start");
+  p.sm_clock_mhz_end = o.num("sm_clock_mhz_end");
+  p.mem_clock_mhz_start = o.num("mem_clock_mhz_start");
+  p.mem_clock_mhz_end = o.num("mem_clock_mhz_end");
+  p.throttle_reasons = o.u64("throttle_reasons");
+  p.seconds = o.num("seconds");
+  o.finish();
+  return p;
+}
+
+// Reads each element of an array field as an object.
+template <class T, class F>
+std::vector<T> read_array(const Reader& rd, Obj& o, const char* key, F read) {
+  const json& arr = o.get(key);
+  if (!arr.is_array()) o.fail(key, "expected an array of objects");
+  std::vector<T> out;
+  for (size_t i = 0; i < arr.size(); ++i)
+    out.push_back(read(Obj(rd, arr[i], o.path(key) + "[" + std::to_string(i) + "]")));
+  return out;
+}
+
+// A version-1 shape's trials and per-run fields become its one replicate,
+// seeded as version 1 seeded the shape.
+void read_v1_trials(Obj& o, ShapeResult& r, uint64_t run_seed) {
+  ReplicateResult p;
+  p.index = 1;
+  p.seed = shape_seed(run_seed, r.shape);
+  p.baseline_us = o.times("baseline_us");
+  p.candidate_us = o.times("candidate_us");
+  p.graph_baseline_us = o.times("graph_baseline_us");
+  p.graph_candidate_us = o.times("graph_candidate_us");
+  require_paired(o, "candidate_us", p.candidate_us, "baseline_us", p.baseline_us);
+  require_paired(o, "graph_candidate_us", p.graph_candidate_us, "graph_baseline_us", p.graph_baseline_us);
+  p.status = r.status;
+  p.reason = r.reason;
+  p.check = r.check;
+  p.floor_us = r.floor_us, p.floor_read_us = r.floor_read_us, p.floor_compute_us = r.floor_compute_us;
+  p.converged = r.converged;
+  p.flags = r.flags;
+  r.replicates.push_back(std::move(p));
+}
+
+// `version` is the file's schema version; `run_seed` seeds a version-1
+// shape's one replicate.
+ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run_seed) {
   ShapeResult r;
   r.shape = read_shape(o.object("shape"));
-  r.status = o.str("status");
-  if (std::find(std::begin(kStatuses), std::end(kStatuses), r.status) == std::end(kStatuses))
-    o.fail("status", "unknown status '" + r.status +
-                         "' (expected ok, incorrect, crash, timeout, impossible or error)");
+  r.status = read_status(o);
   r.reason = o.str("reason");
   r.variant = o.str("variant");
-  Obj c = o.object("check");
-  r.check.checks = c.integer("checks");
-  r.check.rel_l2 = c.num("rel_l2");
-  r.check.max_abs_err = c.num("max_abs_err");
-  r.check.worst_elem = c.num("worst_elem");
-  c.finish();
+  r.check = read_check(o.object("check"));
   r.bytes = o.num("bytes");
   r.flops = o.num("flops");
   r.floor_us = o.num("floor_us");
   r.floor_read_us = o.num("floor_read_us");
   r.floor_compute_us = o.num("floor_compute_us");
   r.raw_limit_us = o.num("raw_limit_us");
-  r.baseline_us = o.times("baseline_us");
-  r.candidate_us = o.times("candidate_us");
   r.converged = o.boolean("converged");
   r.flags = o.strings("flags");
-  r.graph_baseline_us = o.times("graph_baseline_us");
-  r.graph_candidate_us = o.times("graph_candidate_us");
-  // Trials are paired: statistics are undefined when the counts differ.
-  if (r.candidate_us.size() != r.baseline_us.size())
-    o.fail("candidate_us", "has " + std::to_string(r.candidate_us.size()) +
-                               " trials but baseline_us has " +
-                               std::to_string(r.baseline_us.size()));
-  if (r.graph_candidate_us.size() != r.graph_baseline_us.size())
-    o.fail("graph_candidate_us", "has " + std::to_string(r.graph_candidate_us.size()) +
-                                     " trials but graph_baseline_us has " +
-                                     std::to_string(r.graph_baseline_us.size()));
+  if (version == 1) {
+    read_v1_trials(o, r, run_seed);
+  } else {
+    r.replicates = read_array<ReplicateResult>(rd, o, "replicates", read_replicate);
+    for (size_t i = 0; i < r.replicates.size(); ++i)
+      if (r.replicates[i].index != int(i) + 1)
+        rd.fail(o.path("replicates") + "[" + std::to_string(i) + "].index",
+                "replicate " + std::to_string(r.replicates[i].index) + " where replicate " + std::to_string(i + 1) +
+                    " was expected (replicates are numbered 1, 2, ... in order)");
+    r.untouched_baseline_median_us = o.num("untouched_baseline_median_us");
+  }
   r.baseline_median_us = o.num("baseline_median_us");
   r.candidate_median_us = o.num("candidate_median_us");
   r.pct_of_floor = o.num("pct_of_floor");
@@ -343,10 +478,11 @@ RunMeta read_meta(Obj o) {
   RunMeta m;
   // First, so that a file of another schema fails on its version alone.
   m.schema_version = o.integer("schema_version");
-  if (m.schema_version != kResultsSchemaVersion)
+  if (m.schema_version != 1 && m.schema_version != kResultsSchemaVersion)
     o.fail("schema_version", "unsupported schema version " + std::to_string(m.schema_version) +
-                                 " (this scorer reads version " +
+                                 " (this scorer reads versions 1 to " +
                                  std::to_string(kResultsSchemaVersion) + ")");
+  const bool v1 = m.schema_version == 1;
   m.scorer_version = o.str("scorer_version");
   m.git_commit = o.str("git_commit");
   m.git_dirty = o.boolean("git_dirty");
@@ -357,6 +493,11 @@ RunMeta read_meta(Obj o) {
   m.shapes_sha256 = o.str("shapes_sha256");
   m.seed = o.u64("seed");
   m.mode = o.str("mode");
+  if (!v1) {
+    m.replicates = o.integer("replicates");
+    if (m.replicates < 1) o.fail("replicates", "must be at least 1 (got " + std::to_string(m.replicates) + ")");
+    m.timer = o.str("timer");
+  }
   m.interrupted = o.boolean_or("interrupted", false);
   m.variants = o.string_map("variants");
   m.gpu_name = o.str("gpu_name");
@@ -366,22 +507,17 @@ RunMeta read_meta(Obj o) {
   m.runtime_version = o.integer("runtime_version");
   m.sm_clock_mhz_start = o.num("sm_clock_mhz_start");
   m.sm_clock_mhz_end = o.num("sm_clock_mhz_end");
+  if (!v1) {
+    m.mem_clock_mhz_start = o.num("mem_clock_mhz_start");
+    m.mem_clock_mhz_end = o.num("mem_clock_mhz_end");
+    m.throttle_reasons = o.u64("throttle_reasons");
+    m.nvml = o.str("nvml");
+  }
   m.copy_gbps = o.num("copy_gbps");
   m.matrix_tflops = o.num("matrix_tflops");
   m.empty_launch_us = o.num("empty_launch_us");
   o.finish();
   return m;
-}
-
-// Reads each element of an array field as an object.
-template <class T, class F>
-std::vector<T> read_array(const Reader& rd, Obj& o, const char* key, F read) {
-  const json& arr = o.get(key);
-  if (!arr.is_array()) o.fail(key, "expected an array of objects");
-  std::vector<T> out;
-  for (size_t i = 0; i < arr.size(); ++i)
-    out.push_back(read(Obj(rd, arr[i], o.path(key) + "[" + std::to_string(i) + "]")));
-  return out;
 }
 
 // nlohmann's message without its own position, which counts lines its way:
@@ -422,30 +558,26 @@ Shape shape_from_json(const json& j, const std::string& path) {
 }
 
 json shape_result_to_json(const ShapeResult& r) {
+  json replicates = json::array();
+  for (const ReplicateResult& p : r.replicates) replicates.push_back(replicate_to_json(p));
   return {
       {"shape", shape_to_json(r.shape)},
       {"status", r.status},
       {"reason", r.reason},
       {"variant", r.variant},
-      {"check",
-       {{"checks", r.check.checks},
-        {"rel_l2", r.check.rel_l2},
-        {"max_abs_err", r.check.max_abs_err},
-        {"worst_elem", r.check.worst_elem}}},
+      {"check", check_to_json(r.check)},
       {"bytes", r.bytes},
       {"flops", r.flops},
       {"floor_us", r.floor_us},
       {"floor_read_us", r.floor_read_us},
       {"floor_compute_us", r.floor_compute_us},
       {"raw_limit_us", r.raw_limit_us},
-      {"baseline_us", r.baseline_us},
-      {"candidate_us", r.candidate_us},
       {"converged", r.converged},
       {"flags", r.flags},
-      {"graph_baseline_us", r.graph_baseline_us},
-      {"graph_candidate_us", r.graph_candidate_us},
+      {"replicates", replicates},
       {"baseline_median_us", r.baseline_median_us},
       {"candidate_median_us", r.candidate_median_us},
+      {"untouched_baseline_median_us", r.untouched_baseline_median_us},
       {"pct_of_floor", r.pct_of_floor},
       {"pct_of_raw", r.pct_of_raw},
       {"speedup", r.speedup},
@@ -461,7 +593,7 @@ json shape_result_to_json(const ShapeResult& r) {
 
 ShapeResult shape_result_from_json(const json& j, const std::string& path) {
   const Reader rd(path, kNoText);
-  return read_shape_result(Obj(rd, j, ""));
+  return read_shape_result(rd, Obj(rd, j, ""), kResultsSchemaVersion, 0);
 }
 
 json results_to_json(const RunResult& run) {
@@ -478,6 +610,8 @@ json results_to_json(const RunResult& run) {
       {"shapes_sha256", m.shapes_sha256},
       {"seed", m.seed},
       {"mode", m.mode},
+      {"replicates", m.replicates},
+      {"timer", m.timer},
       {"interrupted", m.interrupted},
       {"variants", m.variants},
       {"gpu_name", m.gpu_name},
@@ -487,6 +621,10 @@ json results_to_json(const RunResult& run) {
       {"runtime_version", m.runtime_version},
       {"sm_clock_mhz_start", m.sm_clock_mhz_start},
       {"sm_clock_mhz_end", m.sm_clock_mhz_end},
+      {"mem_clock_mhz_start", m.mem_clock_mhz_start},
+      {"mem_clock_mhz_end", m.mem_clock_mhz_end},
+      {"throttle_reasons", m.throttle_reasons},
+      {"nvml", m.nvml},
       {"copy_gbps", m.copy_gbps},
       {"matrix_tflops", m.matrix_tflops},
       {"empty_launch_us", m.empty_launch_us},
@@ -520,13 +658,27 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   Obj o(rd, j, "");
   RunResult run;
   run.meta = read_meta(o.object("meta"));
-  run.shapes = read_array<ShapeResult>(rd, o, "shapes", read_shape_result);
+  const int version = run.meta.schema_version;
+  run.meta.schema_version = kResultsSchemaVersion;  // held in memory as the current version
+  run.shapes = read_array<ShapeResult>(rd, o, "shapes", [&](Obj s) {
+    return read_shape_result(rd, std::move(s), version, run.meta.seed);
+  });
   std::map<std::string, size_t> first;
   for (size_t i = 0; i < run.shapes.size(); ++i) {
     // Only timed runs are saved (a child's result of `scorer check` has none):
-    // a shape that passed has its trials.
-    if (run.shapes[i].status == "ok" && run.shapes[i].baseline_us.empty())
-      rd.fail("shapes[" + std::to_string(i) + "].baseline_us", "no trials, though the status is ok");
+    // a shape that passed has replicates, each passed with its trials.
+    const ShapeResult& r = run.shapes[i];
+    const std::string at = "shapes[" + std::to_string(i) + "]";
+    if (r.status == "ok" && r.replicates.empty())
+      rd.fail(at + ".replicates", "no replicates, though the status is ok");
+    for (size_t k = 0; r.status == "ok" && k < r.replicates.size(); ++k) {
+      const ReplicateResult& p = r.replicates[k];
+      const std::string rat = version == 1 ? at : at + ".replicates[" + std::to_string(k) + "]";
+      if (p.status != "ok")
+        rd.fail(rat + ".status", "replicate " + std::to_string(p.index) + " is '" + p.status +
+                                     "', though the shape's status is ok");
+      if (p.baseline_us.empty()) rd.fail(rat + ".baseline_us", "no trials, though the status is ok");
+    }
     const auto [it, fresh] = first.emplace(run.shapes[i].shape.name, i);
     if (!fresh)
       rd.fail("shapes[" + std::to_string(i) + "].shape.name",

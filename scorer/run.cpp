@@ -1,12 +1,12 @@
 // `scorer run`, `scorer check` and `scorer list`: validate the shapes, measure
-// the GPU's ceilings in a child process, score every shape in a child process
-// of its own (a crash or hang fails that shape alone), then compute the
-// statistics, print the table, save the JSON and compare with the selected best.
+// the GPU's ceilings in a child process, score every replicate of every shape
+// in a child process of its own (a crash or hang fails that shape alone; see
+// replicates.h), then compute the statistics, print the table, save the JSON
+// and compare with the selected best.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +26,7 @@
 #include "scorer/diff.h"
 #include "scorer/exit_codes.h"
 #include "scorer/recorded.h"
+#include "scorer/replicates.h"
 #include "scorer/results_json.h"
 #include "scorer/shape_child.h"
 #include "scorer/stats.h"
@@ -44,7 +45,9 @@ options:
   --filter GLOB[,GLOB]  only shapes whose whole name matches one of the globs
   --regime NAME         only shapes of this regime (repeatable)
   --variant OP=NAME     score submission variant NAME for op OP (repeatable; see scorer list)
-  --seed N              input seed (default 20261129)
+  --seed N              input seed (default 20261129); each replicate's is derived from it
+  --replicates N        score every shape N times, each in a process of its own with fresh
+                        allocations and inputs, interleaved across shapes (default 3; run only)
   --out FILE            results file (default results/latest.json); every run is also kept
                         in results/runs/
   --best FILE           selected best to compare with at the end (default results/best.json)
@@ -60,8 +63,8 @@ options:
   --sets N              weight sets rotated through the trials (default 3)
   --checks N            fresh-input checks before and after timing (default 3)
   --warmup N            untimed paired calls before the trials (default 5)
-  --shape-timeout S     a shape that has not finished after S seconds is killed and
-                        fails as a hang (default 300)
+  --shape-timeout S     a replicate that has not finished after S seconds is killed and
+                        fails its shape as a hang (default 300)
   -h, --help            this text
 
 exit codes: 0 all correct, 1 a correctness failure, 2 bad input, 3 no usable GPU or a
@@ -81,6 +84,7 @@ struct Options {
   std::map<std::string, std::string> variants;
   std::string out = "results/latest.json", best = "results/best.json", recorded;
   bool diff = true;
+  int replicates = 3;
   double shape_timeout_s = 300;
   RunOptions run;
 };
@@ -169,6 +173,7 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
       }
       o.variants[op] = name;
     } else if (a == "--seed") o.run.seed = uint64_t(parse_integer(a, value(), 0, kMaxSeed));
+    else if (a == "--replicates") o.replicates = int(parse_integer(a, value(), 1, 100));
     else if (a == "--out") o.out = value();
     else if (a == "--best") o.best = value();
     else if (a == "--no-diff") o.diff = false;
@@ -186,6 +191,7 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
   }
   if (o.run.min_trials > o.run.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
   if (timing) check_results_target(o.out, o.best);
+  if (!timing) o.replicates = 1;  // correctness needs no interval
   return o;
 }
 
@@ -269,11 +275,39 @@ RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std
   m.shapes_sha256 = sf.sha256;
   m.seed = o.run.seed;
   m.mode = "events";
+  m.replicates = o.replicates;
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
     auto it = o.variants.find(op);
     m.variants[op] = it == o.variants.end() ? "default" : it->second;
   }
   return m;
+}
+
+// The scoring loop (replicates.h): every (shape, replicate) of the work list
+// in a child of its own, with a progress line as each ends. Ctrl-C or
+// SIGTERM drops the item in progress; the shapes with a replicate scored are
+// kept.
+void score_replicates(const Options& o, const std::vector<Shape>& shapes, RunResult& run) {
+  const std::vector<WorkItem> work = make_work_list(shapes, o.replicates, o.run.seed);
+  const ScoreItem score = [&](const WorkItem& w, size_t k) {
+    const Shape& s = shapes[w.shape];
+    RunOptions ro = o.run;
+    ro.candidate.variant = run.meta.variants[op_name(s.op)];
+    // Numbered by the list: an item skipped after a failure shows as a gap.
+    const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(work.size()) + "] " + s.name +
+                              (o.replicates > 1 ? " replicate " + std::to_string(w.replicate) + "/" +
+                                                      std::to_string(o.replicates)
+                                                : "");
+    ShapeResult r = score_shape_in_child(s, {w.replicate, w.seed, w.gpu}, ro, run.meta, label, o.shape_timeout_s);
+    if (stop_requested()) return r;
+    if (r.status != "ok")
+      std::cerr << label << ": FAILED (" << r.status << "): " << r.reason
+                << (w.replicate < o.replicates ? " (not scored again)" : "") << "\n";
+    else
+      std::cerr << label << ": done in " << int(r.replicates[0].seconds + 0.5) << " s\n";
+    return r;
+  };
+  run.shapes = score_work_list(shapes, work, o.replicates, score, [] { return stop_requested(); });
 }
 
 // `scorer check`: one line per shape with its verdict and worst errors.
@@ -350,21 +384,7 @@ int score(const std::vector<std::string>& args, bool timing) {
             << int(run.meta.copy_gbps) << " GB/s, bf16 " << int(run.meta.matrix_tflops) << " TFLOP/s, empty launch "
             << run.meta.empty_launch_us << " us\n";
 
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const Shape& s = shapes[i];
-    RunOptions ro = o.run;
-    ro.candidate.variant = run.meta.variants[op_name(s.op)];
-    const std::string prefix = "[" + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + "]";
-    const auto t0 = std::chrono::steady_clock::now();
-    ShapeResult r = score_shape_in_child(s, ro, run.meta, prefix, o.shape_timeout_s);
-    if (stop_requested()) break;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r.status != "ok")
-      std::cerr << prefix << " " << s.name << ": FAILED (" << r.status << "): " << r.reason << "\n";
-    else
-      std::cerr << prefix << " " << s.name << ": done in " << int(secs + 0.5) << " s\n";
-    run.shapes.push_back(std::move(r));
-  }
+  score_replicates(o, shapes, run);
 
   if (!stop_requested()) {
     const nlohmann::json end = gpu_child([] { return nlohmann::json{{"mhz", sm_clock_now_mhz()}}; }, 120, &failure);
@@ -374,7 +394,8 @@ int score(const std::vector<std::string>& args, bool timing) {
   const bool interrupted = stop_requested();
   run.meta.interrupted = interrupted;
   if (interrupted)
-    std::cerr << "scorer: interrupted after " << run.shapes.size() << " of " << shapes.size() << " shapes\n";
+    std::cerr << "scorer: interrupted: " << run.shapes.size() << " of " << shapes.size()
+              << " shapes have a replicate scored\n";
 
   if (!o.recorded.empty()) apply_recorded(run, rec);
   BootstrapOptions bo;

@@ -1,8 +1,9 @@
-// One shape in a process of its own: the child scores it (run_shape) and sends
-// its result back as JSON; how the child ended (a result, a crash, a hang
-// killed at the timeout) becomes the shape's result. `scorer run` uses the
-// forked form; the scorer's own tests run deliberately bad kernels through
-// run_program and judge the outcome with shape_result_from_child.
+// One replicate of one shape in a process of its own: the child scores it
+// (run_shape) and sends its result back as JSON; how the child ended (a
+// result, a crash, a hang killed at the timeout) becomes the replicate's
+// result. `scorer run` uses the forked form; the scorer's own tests run
+// deliberately bad kernels through run_program and judge the outcome with
+// shape_result_from_child.
 #pragma once
 
 #include <string>
@@ -12,9 +13,11 @@
 
 namespace scorer {
 
-ShapeResult score_shape_in_child(const Shape& s, const RunOptions& opt, const RunMeta& meta,
-                                 const std::string& progress_prefix, double timeout_s);
+// A ShapeResult holding exactly one replicate (see run_shape), whatever the
+// child did; the replicate's seconds are the child's wall time.
+ShapeResult score_shape_in_child(const Shape& s, const ReplicateSpec& spec, const RunOptions& opt,
+                                 const RunMeta& meta, const std::string& label, double timeout_s);
 
-ShapeResult shape_result_from_child(const Shape& s, const ChildOutcome& c);
+ShapeResult shape_result_from_child(const Shape& s, const ReplicateSpec& spec, const ChildOutcome& c);
 
 }  // namespace scorer

@@ -43,41 +43,50 @@ void merge_check(CheckSummary& sum, const CheckResult& r) {
 
 class Runner {
  public:
-  Runner(const Shape& s, const RunOptions& o, const RunMeta& m, const std::string& prefix)
-      : s_(s), opt_(o), meta_(m), prefix_(prefix), seed_(shape_seed(o.seed, s)) {}
+  Runner(const Shape& s, const RunOptions& o, const RunMeta& m, const ReplicateSpec& spec, const std::string& label)
+      : s_(s), opt_(o), meta_(m), spec_(spec), label_(label), seed_(spec.seed) {}
 
   ShapeResult run() {
     ShapeResult r;
     r.shape = s_;
     r.variant = opt_.candidate.variant;
+    ReplicateResult rep;
+    rep.index = spec_.index;
+    rep.seed = spec_.seed;
+    rep.gpu = spec_.gpu;
     try {
+      SCORER_CUDA(cudaSetDevice(spec_.gpu));
       SCORER_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-      body(r);
+      body(r, rep);
     } catch (const ShapeFailure& f) {
-      r.status = f.status;
-      r.reason = f.reason;
+      rep.status = f.status;
+      rep.reason = f.reason;
     } catch (const CudaError& e) {
-      r.status = "crash";
-      r.reason = phase_ + ": " + e.what();
-    } catch (const std::invalid_argument& e) {
-      r.status = "error";
-      r.reason = phase_ + ": " + e.what();
+      rep.status = "crash";
+      rep.reason = phase_ + ": " + e.what();
     } catch (const std::exception& e) {
-      r.status = "error";
-      r.reason = phase_ + ": " + e.what();
+      rep.status = "error";
+      rep.reason = phase_ + ": " + e.what();
     }
+    rep.seconds = seconds_since(start_);
+    r.status = rep.status;
+    r.reason = rep.reason;
+    r.check = rep.check;
+    r.converged = rep.converged;
+    r.flags = rep.flags;
+    r.floor_us = rep.floor_us, r.floor_read_us = rep.floor_read_us, r.floor_compute_us = rep.floor_compute_us;
+    r.replicates.push_back(std::move(rep));
     return r;
   }
 
  private:
   // Each line says how long the shape has run, so slow phases show.
   void progress(const std::string& what) {
-    std::fprintf(stderr, "%s %s: %s (+%.1f s)\n", prefix_.c_str(), s_.name.c_str(), what.c_str(),
-                 seconds_since(start_));
+    std::fprintf(stderr, "%s: %s (+%.1f s)\n", label_.c_str(), what.c_str(), seconds_since(start_));
   }
 
   // New activations for `set`; the candidate runs once on them, checked.
-  void checked_run(ShapeResult& r, int set, uint64_t seed, const std::string& when) {
+  void checked_run(ReplicateResult& r, int set, uint64_t seed, const std::string& when) {
     op_->new_inputs(set, seed);
     op_->poison_outputs();
     op_->run_candidate(set);
@@ -87,7 +96,7 @@ class Runner {
     if (!c.ok) throw ShapeFailure{"incorrect", when + ": " + c.reason};
   }
 
-  void correctness(ShapeResult& r, const char* when, uint64_t tag) {
+  void correctness(ReplicateResult& r, const char* when, uint64_t tag) {
     phase_ = when;
     for (int c = 0; c < opt_.checks; ++c)
       checked_run(r, c % op_->sets(), derive_seed(seed_, tag + c), std::string(when) + " (inputs " + std::to_string(c + 1) + ")");
@@ -120,7 +129,7 @@ class Runner {
     return exec;
   }
 
-  void graph_probe(ShapeResult& r) {
+  void graph_probe(ReplicateResult& r) {
     phase_ = "graph probe";
     for (int set = 0; set < op_->sets(); ++set) {
       // Capture on inputs of this set: their shape arguments (pooler S_total)
@@ -140,16 +149,13 @@ class Runner {
     }
   }
 
-  void floor(ShapeResult& r) {
+  void floor(const ShapeResult& r, ReplicateResult& rep) {
     phase_ = "floor";
-    r.bytes = op_->bytes();
-    r.flops = op_->flops();
     DeviceBuffer buf(size_t(r.bytes) + 16);
     fill_random_bytes(buf.as<uint8_t>(), buf.bytes(), 9, stream_);
-    r.floor_read_us = measure_read_floor_us(size_t(r.bytes), buf, *timer_);
-    r.floor_compute_us = meta_.matrix_tflops > 0 ? r.flops / (meta_.matrix_tflops * 1e6) : 0;
-    r.floor_us = std::max(r.floor_read_us, r.floor_compute_us);
-    r.raw_limit_us = meta_.copy_gbps > 0 ? r.bytes / (meta_.copy_gbps * 1e3) : 0;
+    rep.floor_read_us = measure_read_floor_us(size_t(r.bytes), buf, *timer_);
+    rep.floor_compute_us = meta_.matrix_tflops > 0 ? r.flops / (meta_.matrix_tflops * 1e6) : 0;
+    rep.floor_us = std::max(rep.floor_read_us, rep.floor_compute_us);
   }
 
   // One paired trial: baseline and candidate on the same fresh inputs, in
@@ -157,7 +163,7 @@ class Runner {
   // tolerance (a baseline that went wrong, or whose graph replays a stale
   // result, would skew the speedup unseen).
   // `tag` seeds the draw: every trial, warm-up ones included, gets inputs of its own.
-  void trial(ShapeResult& r, int t, uint64_t tag, bool graph, std::vector<double>& base_us,
+  void trial(ReplicateResult& r, int t, uint64_t tag, bool graph, std::vector<double>& base_us,
              std::vector<double>& cand_us) {
     const int set = t % op_->sets();
     op_->new_inputs(set, derive_seed(seed_, tag));
@@ -196,7 +202,7 @@ class Runner {
 
   // Trials until the speedup's interval is tight or the cap is reached; the
   // interval is looked at every 10 trials and after the last.
-  bool timing_loop(ShapeResult& r, bool graph, std::vector<double>& base_us, std::vector<double>& cand_us) {
+  bool timing_loop(ReplicateResult& r, bool graph, std::vector<double>& base_us, std::vector<double>& cand_us) {
     phase_ = graph ? "timing (graph)" : "timing";
     const uint64_t base_tag = graph ? 3000000 : 1000000;
     std::vector<double> wb, wc;
@@ -217,11 +223,14 @@ class Runner {
     return false;
   }
 
-  void body(ShapeResult& r) {
+  void body(ShapeResult& r, ReplicateResult& rep) {
     phase_ = "prepare";
     progress("prepare");
     op_ = make_op_case(s_, opt_.sets, seed_, opt_.candidate, stream_);
     timer_ = std::make_unique<ColdTimer>(stream_);
+    r.bytes = op_->bytes();
+    r.flops = op_->flops();
+    r.raw_limit_us = meta_.copy_gbps > 0 ? r.bytes / (meta_.copy_gbps * 1e3) : 0;
 
     phase_ = "baseline check";
     op_->new_inputs(0, derive_seed(seed_, 1));
@@ -232,13 +241,13 @@ class Runner {
       throw ShapeFailure{"error", "the baseline itself is wrong (a scorer bug): " + c.reason};
 
     progress("checking");
-    correctness(r, "check before timing", 100);
-    graph_probe(r);
+    correctness(rep, "check before timing", 100);
+    graph_probe(rep);
     if (opt_.time) {
       progress("floor");
-      floor(r);
+      floor(r, rep);
       progress("timing");
-      r.converged = timing_loop(r, false, r.baseline_us, r.candidate_us);
+      rep.converged = timing_loop(rep, false, rep.baseline_us, rep.candidate_us);
       if (opt_.graph) {
         if (!op_->baseline_synchronizes())
           for (int set = 0; set < op_->sets(); ++set) {
@@ -246,23 +255,24 @@ class Runner {
             base_graphs_.push_back(capture([&] { op_->run_baseline(set); }, "the baseline's"));
           }
         else
-          r.flags.push_back("graph: baseline synchronises, timed eagerly");
-        if (!timing_loop(r, true, r.graph_baseline_us, r.graph_candidate_us)) r.flags.push_back("graph: not converged");
+          rep.flags.push_back("graph: baseline synchronises, timed eagerly");
+        if (!timing_loop(rep, true, rep.graph_baseline_us, rep.graph_candidate_us))
+          rep.flags.push_back("graph: not converged");
       }
     }
-    correctness(r, "check after timing", 200);
-    if (opt_.time) judge(r);
-    progress(summary(r));
+    correctness(rep, "check after timing", 200);
+    if (opt_.time) judge(r, rep);
+    progress(summary(rep));
   }
 
   // Times faster than the raw bandwidth limit are impossible: the kernel cannot
   // have read its inputs. The 10x flag looks at the statistic the table shows,
   // the median of the paired ratios.
-  void judge(ShapeResult& r) {
+  void judge(const ShapeResult& s, ReplicateResult& r) {
     const double cand = median(r.candidate_us);
-    if (r.raw_limit_us > 0 && cand < 0.9 * r.raw_limit_us)
+    if (s.raw_limit_us > 0 && cand < 0.9 * s.raw_limit_us)
       throw ShapeFailure{"impossible", "median " + fmt(cand) + " us is below 90% of the raw bandwidth limit (" +
-                                           fmt(r.raw_limit_us) + " us): it cannot have read its inputs"};
+                                           fmt(s.raw_limit_us) + " us): it cannot have read its inputs"};
     if (median(paired_ratios(r.baseline_us, r.candidate_us)) > 10) r.flags.push_back("speedup above 10x: look at it");
   }
 
@@ -272,7 +282,7 @@ class Runner {
     return b;
   }
 
-  std::string summary(const ShapeResult& r) const {
+  std::string summary(const ReplicateResult& r) const {
     if (!opt_.time) return "correct (" + std::to_string(r.check.checks) + " checks)";
     const double b = median(r.baseline_us), c = median(r.candidate_us);
     return std::to_string(r.candidate_us.size()) + " trials, baseline " + fmt(b) + " us, submission " + fmt(c) +
@@ -293,7 +303,8 @@ class Runner {
   const Shape& s_;
   const RunOptions& opt_;
   const RunMeta& meta_;
-  std::string prefix_;
+  ReplicateSpec spec_;
+  std::string label_;
   uint64_t seed_;
   std::string phase_ = "start";
   Clock::time_point start_ = Clock::now();
@@ -305,9 +316,9 @@ class Runner {
 
 }  // namespace
 
-ShapeResult run_shape(const Shape& shape, const RunOptions& opt, const RunMeta& meta,
-                      const std::string& progress_prefix) {
-  Runner runner(shape, opt, meta, progress_prefix);
+ShapeResult run_shape(const Shape& shape, const RunOptions& opt, const RunMeta& meta, const ReplicateSpec& spec,
+                      const std::string& label) {
+  Runner runner(shape, opt, meta, spec, label);
   return runner.run();
 }
 

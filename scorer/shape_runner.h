@@ -1,8 +1,8 @@
-// Scores one shape on the GPU: prepare, correctness before timing, the graph
-// probe of the run() contract, the floor, paired cold trials of baseline and
-// candidate with every timed output checked, and correctness again after.
-// Runs inside the shape's own child process (see run.cpp), so a crash or hang
-// takes down only this shape.
+// Scores one replicate of one shape on the GPU: prepare, correctness before
+// timing, the graph probe of the run() contract, the floor, paired cold trials
+// of baseline and candidate with every timed output checked, and correctness
+// again after. Runs inside the replicate's own child process (see run.cpp and
+// replicates.h), so a crash or hang takes down only this replicate's shape.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ struct RunOptions {
   bool time = true;                    // false: correctness only (`scorer check`)
   bool graph = false;                  // also time launches replayed from a CUDA graph
   int sets = 3;                        // weight sets rotated through the trials
-  uint64_t seed = 20261129;
+  uint64_t seed = 20261129;            // the run's seed; each replicate's is derived from it
   int checks = 3;                      // fresh-input checks before timing and again after
   int warmup = 5;                      // untimed paired calls first
   int min_trials = 50;
@@ -33,9 +33,19 @@ void calibrate(RunMeta& meta);
 // SM clock now, for the end of the run.
 double sm_clock_now_mhz();
 
-// `meta` carries the start-up ceilings the floors are judged against.
+// Which replicate to score, with what seed, on which device.
+struct ReplicateSpec {
+  int index = 1;      // 1..R
+  uint64_t seed = 0;  // seeds the weights, the activations and the routing
+  int gpu = 0;        // CUDA device ordinal
+};
+
+// `meta` carries the start-up ceilings the floors are judged against. The
+// result holds the shape's facts (variant, bytes, flops, raw limit) and the
+// one replicate scored; its status and reason are the replicate's. Progress
+// lines start with `label` (e.g. "[3/72] dense_m32_o replicate 1/3").
 // Never throws: every failure becomes the result's status and reason.
-ShapeResult run_shape(const Shape& shape, const RunOptions& opt, const RunMeta& meta,
-                      const std::string& progress_prefix);
+ShapeResult run_shape(const Shape& shape, const RunOptions& opt, const RunMeta& meta, const ReplicateSpec& spec,
+                      const std::string& label);
 
 }  // namespace scorer

@@ -70,6 +70,13 @@ std::vector<double> checked_ratios(const ShapeResult& r, const std::vector<doubl
 
 }  // namespace
 
+double median_of_medians(const ShapeResult& r, std::vector<double> ReplicateResult::*trials) {
+  std::vector<double> m;
+  for (const ReplicateResult& p : r.replicates)
+    if (!(p.*trials).empty()) m.push_back(median(p.*trials));
+  return median_inplace(m);
+}
+
 std::vector<double> paired_ratios(const std::vector<double>& baseline, const std::vector<double>& candidate) {
   std::vector<double> ratios(baseline.size());
   for (size_t i = 0; i < ratios.size(); ++i) ratios[i] = baseline[i] / candidate[i];
@@ -161,16 +168,21 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
   bool any_graph = false;
   for (size_t i = 0; i < n; ++i) {
     ShapeResult& r = run.shapes[i];
-    r.baseline_median_us = r.candidate_median_us = r.pct_of_floor = r.pct_of_raw = 0;
+    r.baseline_median_us = r.candidate_median_us = r.untouched_baseline_median_us = 0;
+    r.pct_of_floor = r.pct_of_raw = 0;
     r.speedup = r.ci_lo = r.ci_hi = 0;
     r.graph_speedup = r.graph_ci_lo = r.graph_ci_hi = 0;
     r.recorded_speedup = 0;
     if (r.status != "ok") continue;
-    ratios[i] = checked_ratios(r, r.baseline_us, r.candidate_us, "event");
-    graph_ratios[i] = checked_ratios(r, r.graph_baseline_us, r.graph_candidate_us, "graph");
+    // Pooled over the replicates for now (each replicate's trials stay paired).
+    ratios[i] = checked_ratios(r, pooled(r, &ReplicateResult::baseline_us), pooled(r, &ReplicateResult::candidate_us),
+                               "event");
+    graph_ratios[i] = checked_ratios(r, pooled(r, &ReplicateResult::graph_baseline_us),
+                                     pooled(r, &ReplicateResult::graph_candidate_us), "graph");
     any_graph |= !graph_ratios[i].empty();
-    r.baseline_median_us = zero_if_nan(median(r.baseline_us));
-    r.candidate_median_us = zero_if_nan(median(r.candidate_us));
+    r.baseline_median_us = zero_if_nan(median_of_medians(r, &ReplicateResult::baseline_us));
+    r.candidate_median_us = zero_if_nan(median_of_medians(r, &ReplicateResult::candidate_us));
+    r.untouched_baseline_median_us = zero_if_nan(median_of_medians(r, &ReplicateResult::untouched_baseline_us));
     if (r.candidate_median_us > 0) {
       r.pct_of_floor = r.floor_us / r.candidate_median_us;
       r.pct_of_raw = r.raw_limit_us / r.candidate_median_us;

@@ -17,6 +17,10 @@ namespace scorer {
 double median(std::vector<double> v);          // of a copy; NaN when empty
 double geomean(const std::vector<double>& v);  // NaN when empty or any value <= 0
 
+// The median over replicates of each replicate's median of `trials`
+// (replicates without such trials left out); NaN when none has any.
+double median_of_medians(const ShapeResult& r, std::vector<double> ReplicateResult::*trials);
+
 // baseline[i] / candidate[i] for paired trials (the two of the same size):
 // a shape's speedup is their median.
 std::vector<double> paired_ratios(const std::vector<double>& baseline, const std::vector<double>& candidate);

@@ -98,7 +98,7 @@ void print_table(std::ostream& os, const RunResult& run) {
   for (const RegimeResult& g : run.regimes)
     name_width = std::max(name_width, display_width(g.name));
   const bool graph = std::any_of(run.shapes.begin(), run.shapes.end(), [](const ShapeResult& r) {
-    return !r.graph_candidate_us.empty();
+    return !pooled(r, &ReplicateResult::graph_candidate_us).empty();
   });
   const bool recorded = std::any_of(run.shapes.begin(), run.shapes.end(),
                                     [](const ShapeResult& r) { return r.recorded_us > 0; });

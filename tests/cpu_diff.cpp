@@ -43,9 +43,11 @@ RunResult make_run(const std::vector<Spec>& specs, std::mt19937_64& rng, int tri
     r.shape.name = s.name;
     r.shape.regime = s.regime;
     r.shape.M = 37, r.shape.N = 1000 + 8 * static_cast<int>(run.shapes.size()), r.shape.K = 4096;
+    scorer::ReplicateResult& rep = r.replicates.emplace_back();
+    rep.index = 1;
     for (int i = 0; i < trials; ++i) {
-      r.baseline_us.push_back(baseline_us * std::exp(n(rng)));
-      r.candidate_us.push_back(baseline_us / s.speedup * std::exp(n(rng)));
+      rep.baseline_us.push_back(baseline_us * std::exp(n(rng)));
+      rep.candidate_us.push_back(baseline_us / s.speedup * std::exp(n(rng)));
     }
     run.shapes.push_back(r);
   }

@@ -40,9 +40,11 @@ RunResult make_run(double speedup, const std::string& started_at, const std::str
     r.shape.name = name;
     r.shape.regime = name[0] == 'd' ? "dense" : "moe";
     r.shape.M = 32, r.shape.N = 64, r.shape.K = 128;  // dims a results file accepts
+    scorer::ReplicateResult& rep = r.replicates.emplace_back();
+    rep.index = 1;
     for (int i = 0; i < 15; ++i) {
-      r.baseline_us.push_back(30 * std::exp(n(rng)));
-      r.candidate_us.push_back(30 / speedup * std::exp(n(rng)));
+      rep.baseline_us.push_back(30 * std::exp(n(rng)));
+      rep.candidate_us.push_back(30 / speedup * std::exp(n(rng)));
     }
     run.shapes.push_back(r);
   }

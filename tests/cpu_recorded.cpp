@@ -58,9 +58,10 @@ TEST_CASE("recorded: apply_recorded takes eager times, or graph times in graph m
     ShapeResult r;
     r.shape.name = name;
     r.shape.regime = "r";
+    scorer::ReplicateResult& rep = r.replicates.emplace_back();
     for (int i = 0; i < 9; ++i) {
-      r.baseline_us.push_back(u(rng));
-      r.candidate_us.push_back(u(rng));
+      rep.baseline_us.push_back(u(rng));
+      rep.candidate_us.push_back(u(rng));
     }
     run.shapes.push_back(r);
   }

@@ -35,9 +35,11 @@ RunResult make_run(const std::vector<std::tuple<std::string, std::string, double
     r.shape.regime = regime;
     r.shape.M = 32, r.shape.N = 4096, r.shape.K = 4096;
     r.floor_us = 8;
+    scorer::ReplicateResult& rep = r.replicates.emplace_back();
+    rep.index = 1;
     for (int i = 0; i < 17; ++i) {
-      r.baseline_us.push_back(40 * std::exp(n(rng)));
-      r.candidate_us.push_back(40 / speedup * std::exp(n(rng)));
+      rep.baseline_us.push_back(40 * std::exp(n(rng)));
+      rep.candidate_us.push_back(40 / speedup * std::exp(n(rng)));
     }
     run.shapes.push_back(r);
   }

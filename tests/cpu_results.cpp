@@ -99,6 +99,8 @@ RunResult filled_run() {
   m.shapes_sha256 = std::string(64, 'b');
   m.seed = 18446744073709551557ull;  // above the largest int64
   m.mode = "graph";
+  m.replicates = 3;
+  m.timer = "events+cupti";
   m.interrupted = true;
   m.variants = {{"dense", "splitk"}, {"moe_w4a16", "default"}};
   m.gpu_name = "NVIDIA H200";
@@ -108,6 +110,10 @@ RunResult filled_run() {
   m.runtime_version = 12090;
   m.sm_clock_mhz_start = v.next();
   m.sm_clock_mhz_end = v.next();
+  m.mem_clock_mhz_start = v.next();
+  m.mem_clock_mhz_end = v.next();
+  m.throttle_reasons = 0x8000000000000004ull;  // above the largest int64
+  m.nvml = "nvmlInit: driver not loaded";
   m.copy_gbps = v.next();
   m.matrix_tflops = v.next();
   m.empty_launch_us = v.next();
@@ -135,13 +141,33 @@ RunResult filled_run() {
     r.check = {4 + i, v.next(), v.next(), v.next()};
     r.bytes = v.next(), r.flops = v.next(), r.floor_us = v.next();
     r.floor_read_us = v.next(), r.floor_compute_us = v.next(), r.raw_limit_us = v.next();
-    r.baseline_us = v.many(5 + i);
-    r.candidate_us = v.many(5 + i);
     r.converged = i != 1;
     r.flags = {"flag " + std::to_string(i), "µs drift"};
-    r.graph_baseline_us = v.many(3);
-    r.graph_candidate_us = v.many(3);
+    for (int k = 1; k <= 2 + i % 2; ++k) {
+      scorer::ReplicateResult& p = r.replicates.emplace_back();
+      p.index = k;
+      p.seed = 18446744073709551000ull + uint64_t(k);
+      p.gpu = k - 1;
+      p.status = i == 2 && k == 2 ? "incorrect" : "ok";
+      p.reason = p.status == "ok" ? "" : r.reason;
+      p.check = {2 + k, v.next(), v.next(), v.next()};
+      p.floor_us = v.next(), p.floor_read_us = v.next(), p.floor_compute_us = v.next();
+      p.baseline_us = v.many(5 + i);
+      p.candidate_us = v.many(5 + i);
+      p.graph_baseline_us = v.many(3);
+      p.graph_candidate_us = v.many(3);
+      p.untouched_baseline_us = v.many(4);
+      p.candidate_kernel_us = v.many(5 + i);
+      p.candidate_span_us = v.many(5 + i);
+      p.converged = k != 2;
+      p.flags = {"replicate flag " + std::to_string(k)};
+      p.sm_clock_mhz_start = v.next(), p.sm_clock_mhz_end = v.next();
+      p.mem_clock_mhz_start = v.next(), p.mem_clock_mhz_end = v.next();
+      p.throttle_reasons = uint64_t(k) << 3;
+      p.seconds = v.next();
+    }
     r.baseline_median_us = v.next(), r.candidate_median_us = v.next();
+    r.untouched_baseline_median_us = v.next();
     r.pct_of_floor = v.next(), r.pct_of_raw = v.next();
     r.speedup = v.next(), r.ci_lo = v.next(), r.ci_hi = v.next();
     r.graph_speedup = v.next(), r.graph_ci_lo = v.next(), r.graph_ci_hi = v.next();
@@ -187,29 +213,59 @@ void check_same(const scorer::Shape& a, const scorer::Shape& b) {
   CHECK(a.ep_rank == b.ep_rank);
 }
 
+void check_same(const scorer::CheckSummary& a, const scorer::CheckSummary& b) {
+  CHECK(a.checks == b.checks);
+  CHECK(a.rel_l2 == b.rel_l2);
+  CHECK(a.max_abs_err == b.max_abs_err);
+  CHECK(a.worst_elem == b.worst_elem);
+}
+
+void check_same(const scorer::ReplicateResult& a, const scorer::ReplicateResult& b) {
+  CHECK(a.index == b.index);
+  CHECK(a.seed == b.seed);
+  CHECK(a.gpu == b.gpu);
+  CHECK(a.status == b.status);
+  CHECK(a.reason == b.reason);
+  check_same(a.check, b.check);
+  CHECK(a.floor_us == b.floor_us);
+  CHECK(a.floor_read_us == b.floor_read_us);
+  CHECK(a.floor_compute_us == b.floor_compute_us);
+  CHECK(a.baseline_us == b.baseline_us);
+  CHECK(a.candidate_us == b.candidate_us);
+  CHECK(a.graph_baseline_us == b.graph_baseline_us);
+  CHECK(a.graph_candidate_us == b.graph_candidate_us);
+  CHECK(a.untouched_baseline_us == b.untouched_baseline_us);
+  CHECK(a.candidate_kernel_us == b.candidate_kernel_us);
+  CHECK(a.candidate_span_us == b.candidate_span_us);
+  CHECK(a.converged == b.converged);
+  CHECK(a.flags == b.flags);
+  CHECK(a.sm_clock_mhz_start == b.sm_clock_mhz_start);
+  CHECK(a.sm_clock_mhz_end == b.sm_clock_mhz_end);
+  CHECK(a.mem_clock_mhz_start == b.mem_clock_mhz_start);
+  CHECK(a.mem_clock_mhz_end == b.mem_clock_mhz_end);
+  CHECK(a.throttle_reasons == b.throttle_reasons);
+  CHECK(a.seconds == b.seconds);
+}
+
 void check_same(const ShapeResult& a, const ShapeResult& b) {
   check_same(a.shape, b.shape);
   CHECK(a.status == b.status);
   CHECK(a.reason == b.reason);
   CHECK(a.variant == b.variant);
-  CHECK(a.check.checks == b.check.checks);
-  CHECK(a.check.rel_l2 == b.check.rel_l2);
-  CHECK(a.check.max_abs_err == b.check.max_abs_err);
-  CHECK(a.check.worst_elem == b.check.worst_elem);
+  check_same(a.check, b.check);
   CHECK(a.bytes == b.bytes);
   CHECK(a.flops == b.flops);
   CHECK(a.floor_us == b.floor_us);
   CHECK(a.floor_read_us == b.floor_read_us);
   CHECK(a.floor_compute_us == b.floor_compute_us);
   CHECK(a.raw_limit_us == b.raw_limit_us);
-  CHECK(a.baseline_us == b.baseline_us);
-  CHECK(a.candidate_us == b.candidate_us);
   CHECK(a.converged == b.converged);
   CHECK(a.flags == b.flags);
-  CHECK(a.graph_baseline_us == b.graph_baseline_us);
-  CHECK(a.graph_candidate_us == b.graph_candidate_us);
+  REQUIRE(a.replicates.size() == b.replicates.size());
+  for (size_t i = 0; i < a.replicates.size(); ++i) check_same(a.replicates[i], b.replicates[i]);
   CHECK(a.baseline_median_us == b.baseline_median_us);
   CHECK(a.candidate_median_us == b.candidate_median_us);
+  CHECK(a.untouched_baseline_median_us == b.untouched_baseline_median_us);
   CHECK(a.pct_of_floor == b.pct_of_floor);
   CHECK(a.pct_of_raw == b.pct_of_raw);
   CHECK(a.speedup == b.speedup);
@@ -235,6 +291,8 @@ void check_same(const RunResult& a, const RunResult& b) {
   CHECK(x.shapes_sha256 == y.shapes_sha256);
   CHECK(x.seed == y.seed);
   CHECK(x.mode == y.mode);
+  CHECK(x.replicates == y.replicates);
+  CHECK(x.timer == y.timer);
   CHECK(x.interrupted == y.interrupted);
   CHECK(x.variants == y.variants);
   CHECK(x.gpu_name == y.gpu_name);
@@ -244,6 +302,10 @@ void check_same(const RunResult& a, const RunResult& b) {
   CHECK(x.runtime_version == y.runtime_version);
   CHECK(x.sm_clock_mhz_start == y.sm_clock_mhz_start);
   CHECK(x.sm_clock_mhz_end == y.sm_clock_mhz_end);
+  CHECK(x.mem_clock_mhz_start == y.mem_clock_mhz_start);
+  CHECK(x.mem_clock_mhz_end == y.mem_clock_mhz_end);
+  CHECK(x.throttle_reasons == y.throttle_reasons);
+  CHECK(x.nvml == y.nvml);
   CHECK(x.copy_gbps == y.copy_gbps);
   CHECK(x.matrix_tflops == y.matrix_tflops);
   CHECK(x.empty_launch_us == y.empty_launch_us);
@@ -281,7 +343,7 @@ TEST_CASE("results: every field survives a round trip through JSON and a file") 
   // Pretty-printed with two spaces; keys are the C++ field names.
   const std::string text = read_file(path);
   CHECK(text.rfind("{\n  \"", 0) == 0);
-  CHECK(text.find("\n    \"schema_version\": 1,\n") != std::string::npos);
+  CHECK(text.find("\n    \"schema_version\": 2,\n") != std::string::npos);
   CHECK(text.find("\"candidate_us\": [") != std::string::npos);
   CHECK(text.back() == '\n');
 }
@@ -316,9 +378,9 @@ TEST_CASE("results: a shape's dims hold only its op's dims") {
   CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"), "child: field 'dims.K': missing",
                        InputError);
   json r = scorer::shape_result_to_json(run.shapes[0]);
-  r["candidate_us"] = "fast";
+  r["replicates"][1]["candidate_us"] = "fast";
   CHECK_THROWS_WITH_AS(scorer::shape_result_from_json(r, "child"),
-                       "child: field 'candidate_us': expected an array of numbers", InputError);
+                       "child: field 'replicates[1].candidate_us': expected an array of numbers", InputError);
 }
 
 TEST_CASE("results: non-finite numbers are written as null and read back as NaN") {
@@ -331,9 +393,10 @@ TEST_CASE("results: non-finite numbers are written as null and read back as NaN"
   CHECK(std::isnan(back.shapes[2].ci_hi));
   CHECK(back.shapes[2].ci_lo == run.shapes[2].ci_lo);
   // Not a trial time, which must be a number above 0.
-  run.shapes[2].candidate_us[1] = INFINITY;
+  run.shapes[2].replicates[0].candidate_us[1] = INFINITY;
   CHECK_THROWS_WITH_AS(scorer::results_from_json(json::parse(scorer::results_to_json(run).dump()), "mem"),
-                       "mem: field 'shapes[2].candidate_us': trial 2 is null: a time is a number of µs above 0",
+                       "mem: field 'shapes[2].replicates[0].candidate_us': trial 2 is null: a time is a number "
+                       "of µs above 0",
                        InputError);
 }
 
@@ -359,6 +422,7 @@ TEST_CASE("results: bad files name the file, the line and the field") {
     const std::string msg = load_error(path);
     CHECK(msg.rfind(path + ":" + std::to_string(last_line) + ": field 'shapes[", 0) == 0);
     CHECK(msg.find("].candidate_us': syntax error while parsing ") != std::string::npos);
+    CHECK(msg.find("].replicates[") != std::string::npos);
     CHECK(msg.find("unexpected end of input") != std::string::npos);
   }
   SUBCASE("malformed") {
@@ -380,18 +444,18 @@ TEST_CASE("results: bad files name the file, the line and the field") {
   }
   SUBCASE("wrong type") {
     json j = good;
-    j["shapes"][1]["candidate_us"] = "fast";
+    j["shapes"][1]["replicates"][0]["candidate_us"] = "fast";
     const std::string text = save(j);
     CHECK(load_error(path) == path + ":" +
                                   std::to_string(line_of(text, "\"candidate_us\": \"fast\"")) +
-                                  ": field 'shapes[1].candidate_us': expected an array of numbers");
+                                  ": field 'shapes[1].replicates[0].candidate_us': expected an array of numbers");
   }
   SUBCASE("wrong type inside an array") {
     json j = good;
-    j["shapes"][2]["baseline_us"][3] = true;
+    j["shapes"][2]["replicates"][0]["baseline_us"][3] = true;
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": [", 2)) +
-                                  ": field 'shapes[2].baseline_us': expected an array of numbers");
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": [", 5)) +
+                                  ": field 'shapes[2].replicates[0].baseline_us': expected an array of numbers");
   }
   SUBCASE("an integer field given a fraction") {
     json j = good;
@@ -404,8 +468,9 @@ TEST_CASE("results: bad files name the file, the line and the field") {
     json j = good;
     j["shapes"][1]["check"].erase("rel_l2");
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"check\": {", 1)) +
-                                  ": field 'shapes[1].check.rel_l2': missing");
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"check\": {", 3)) +
+                                  ": field 'shapes[1].check.rel_l2': missing");  // after shapes[0]'s and its 2 replicates'
+
   }
   SUBCASE("missing top-level field") {
     json j = good;
@@ -440,19 +505,19 @@ TEST_CASE("results: bad files name the file, the line and the field") {
   }
   SUBCASE("unsupported schema version") {
     json j = good;
-    j["meta"]["schema_version"] = 2;
+    j["meta"]["schema_version"] = 3;
     j["meta"].erase("gpu_name");  // the version is checked before anything else
     const std::string text = save(j);
     CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"schema_version\"")) +
-                                  ": field 'meta.schema_version': unsupported schema version 2 "
-                                  "(this scorer reads version 1)");
+                                  ": field 'meta.schema_version': unsupported schema version 3 "
+                                  "(this scorer reads versions 1 to 2)");
   }
   SUBCASE("unpaired trials") {
     json j = good;
-    j["shapes"][0]["candidate_us"].erase(0);
+    j["shapes"][0]["replicates"][1]["candidate_us"].erase(0);
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"candidate_us\"")) +
-                                  ": field 'shapes[0].candidate_us': has 4 trials but baseline_us "
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"candidate_us\"", 1)) +
+                                  ": field 'shapes[0].replicates[1].candidate_us': has 4 trials but baseline_us "
                                   "has 5");
   }
   SUBCASE("not an object") {
@@ -470,19 +535,53 @@ TEST_CASE("results: bad files name the file, the line and the field") {
   }
   SUBCASE("a trial time of 0 or below") {
     json j = good;
-    j["shapes"][1]["baseline_us"][2] = 0.0;
+    j["shapes"][1]["replicates"][0]["baseline_us"][2] = 0.0;
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": [", 1)) +
-                                  ": field 'shapes[1].baseline_us': trial 3 is 0.0: a time is a number of µs "
-                                  "above 0");
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": [", 2)) +
+                                  ": field 'shapes[1].replicates[0].baseline_us': trial 3 is 0.0: a time is a "
+                                  "number of µs above 0");
   }
   SUBCASE("a passing shape without trials") {
     json j = good;
-    j["shapes"][1]["baseline_us"] = json::array();
-    j["shapes"][1]["candidate_us"] = json::array();
+    j["shapes"][1]["replicates"][1]["baseline_us"] = json::array();
+    j["shapes"][1]["replicates"][1]["candidate_us"] = json::array();
+    j["shapes"][1]["replicates"][1]["candidate_kernel_us"] = json::array();
+    j["shapes"][1]["replicates"][1]["candidate_span_us"] = json::array();
     const std::string text = save(j);
     CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"baseline_us\": []")) +
-                                  ": field 'shapes[1].baseline_us': no trials, though the status is ok");
+                                  ": field 'shapes[1].replicates[1].baseline_us': no trials, though the status "
+                                  "is ok");
+  }
+  SUBCASE("a passing shape without replicates") {
+    json j = good;
+    j["shapes"][0]["replicates"] = json::array();
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"replicates\": []")) +
+                                  ": field 'shapes[0].replicates': no replicates, though the status is ok");
+  }
+  SUBCASE("a passing shape with a failed replicate") {
+    json j = good;
+    j["shapes"][0]["replicates"][1]["status"] = "crash";
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"status\": \"crash\"")) +
+                                  ": field 'shapes[0].replicates[1].status': replicate 2 is 'crash', though the "
+                                  "shape's status is ok");
+  }
+  SUBCASE("replicates out of order") {
+    json j = good;
+    j["shapes"][1]["replicates"][1]["index"] = 3;
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"index\": 3")) +
+                                  ": field 'shapes[1].replicates[1].index': replicate 3 where replicate 2 was "
+                                  "expected (replicates are numbered 1, 2, ... in order)");
+  }
+  SUBCASE("CUPTI figures not one per trial") {
+    json j = good;
+    j["shapes"][1]["replicates"][0]["candidate_span_us"].erase(0);
+    const std::string text = save(j);
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"candidate_span_us\"", 2)) +
+                                  ": field 'shapes[1].replicates[0].candidate_span_us': has 5 values but "
+                                  "candidate_us has 6 trials (expected one per trial, or none)");
   }
   SUBCASE("a shape twice") {
     json j = good;
@@ -544,9 +643,11 @@ TEST_CASE("print_table: rows, regimes and the aggregate line") {
     ShapeResult r;
     r.shape.name = name;
     r.shape.regime = regime;
+    scorer::ReplicateResult& p = r.replicates.emplace_back();
+    p.index = 1;
     for (int i = 0; i < n; ++i) {
-      r.candidate_us.push_back(10.0 + 0.01 * i);
-      r.baseline_us.push_back(r.candidate_us.back() * ratio * (1 + 0.002 * ((i * 7) % 5 - 2)));
+      p.candidate_us.push_back(10.0 + 0.01 * i);
+      p.baseline_us.push_back(p.candidate_us.back() * ratio * (1 + 0.002 * ((i * 7) % 5 - 2)));
     }
     r.floor_us = 5;
     r.converged = true;
@@ -623,10 +724,12 @@ TEST_CASE("print_table: graph and recorded lines when the run has them") {
   ShapeResult r;
   r.shape.name = "s";
   r.shape.regime = "g";
-  r.baseline_us = {20, 21, 22};
-  r.candidate_us = {10, 10, 10};
-  r.graph_baseline_us = {6, 6};
-  r.graph_candidate_us = {4, 4};
+  scorer::ReplicateResult& p = r.replicates.emplace_back();
+  p.index = 1;
+  p.baseline_us = {20, 21, 22};
+  p.candidate_us = {10, 10, 10};
+  p.graph_baseline_us = {6, 6};
+  p.graph_candidate_us = {4, 4};
   r.recorded_us = 25;
   r.converged = true;
   run.shapes.push_back(r);

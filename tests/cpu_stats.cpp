@@ -21,8 +21,10 @@ ShapeResult shape(const std::string& name, const std::string& regime, std::vecto
   ShapeResult r;
   r.shape.name = name;
   r.shape.regime = regime;
-  r.baseline_us = std::move(baseline);
-  r.candidate_us = std::move(candidate);
+  scorer::ReplicateResult& rep = r.replicates.emplace_back();
+  rep.index = 1;
+  rep.baseline_us = std::move(baseline);
+  rep.candidate_us = std::move(candidate);
   r.converged = true;
   return r;
 }
@@ -121,8 +123,8 @@ TEST_CASE("compute_statistics: per-shape figures, regimes, failures, graph, reco
   run.shapes[0].raw_limit_us = 2;
   run.shapes[0].recorded_us = 30;
   run.shapes[0].flags = {"speedup above 10x", "clock drift"};
-  run.shapes[0].graph_baseline_us = {8, 9};
-  run.shapes[0].graph_candidate_us = {4, 4};
+  run.shapes[0].replicates[0].graph_baseline_us = {8, 9};
+  run.shapes[0].replicates[0].graph_candidate_us = {4, 4};
   // Ratios 0.5, 0.5, 0.6, 0.4 (median 0.5).
   run.shapes.push_back(shape("b", "moe", {5, 5, 6, 4}, {10, 10, 10, 10}));
   run.shapes.push_back(shape("c", "dense", {9, 9}, {1, 1}));
@@ -187,7 +189,7 @@ TEST_CASE("compute_statistics: per-shape figures, regimes, failures, graph, reco
   CHECK(run.aggregate.point == doctest::Approx(std::pow(2.0 * 0.5 * 9 * 8, 0.25)));
   CHECK(run.graph_aggregate.point == doctest::Approx(2.125));
 
-  run.shapes[1].candidate_us.pop_back();
+  run.shapes[1].replicates[0].candidate_us.pop_back();
   CHECK_THROWS_AS(scorer::compute_statistics(run, opt), std::invalid_argument);
 }
 

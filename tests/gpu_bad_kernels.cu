@@ -28,7 +28,7 @@ scorer::Shape bad_shape() {
 scorer::ShapeResult run_scenario(const std::string& name, double timeout_s = 60) {
   const scorer::ChildOutcome c =
       scorer::run_program({"/proc/self/exe", "--bad-kernel-child", name}, timeout_s);
-  return scorer::shape_result_from_child(bad_shape(), c);
+  return scorer::shape_result_from_child(bad_shape(), {}, c);
 }
 
 void require_fails(const scorer::ShapeResult& r, const std::string& status, const std::string& reason_part) {
@@ -54,7 +54,7 @@ int bad_kernel_child_main(const std::string& scenario) {
   opt.candidate.dense = [m](const submission::DenseDims& d, const submission::DenseWeights& w) {
     return bad_kernels::make_bad_dense(d, w, m);
   };
-  const scorer::ShapeResult r = scorer::run_shape(bad_shape(), opt, scorer::RunMeta{}, "[bad]");
+  const scorer::ShapeResult r = scorer::run_shape(bad_shape(), opt, scorer::RunMeta{}, {}, "[bad]");
   std::cout << scorer::shape_result_to_json(r).dump() << std::flush;
   return 0;
 }
