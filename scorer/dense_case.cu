@@ -15,7 +15,7 @@ using submission::bf16;
 class DenseCase final : public OpCase {
  public:
   DenseCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.M, s.N, s.K},
+      : OpCase(sets, stream), s_(s), dims_{s.M, s.N, s.K}, cand_(cand),
         X_(size_t(s.M) * s.K * 2), ref_dev_(size_t(s.M) * s.N * 4), out_(size_t(s.M) * s.N * 2) {
     for (int i = 0; i < sets; ++i) {
       Set& set = sets_v_.emplace_back();
@@ -23,7 +23,6 @@ class DenseCase final : public OpCase {
       fill_normal_bf16(set.W.as<bf16>(), size_t(s.N) * s.K, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.K)), stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const submission::DenseWeights w{set.W.as<bf16>()};
-      set.cand = cand.dense ? cand.dense(dims_, w) : submission::make_dense(dims_, w, cand.variant);
       set.base = reference::make_dense_baseline(dims_, w);
       set.ref = reference::make_dense_reference(dims_, w);
     }
@@ -34,6 +33,13 @@ class DenseCase final : public OpCase {
     fill_normal_bf16(X_.as<bf16>(), size_t(s_.M) * s_.K, seed, 1.0f, stream_);
     sets_v_[set].ref->run(X_.as<bf16>(), ref_dev_.as<float>(), stream_);
     ref_ = take_reference(ref_dev_, stream_);
+  }
+  void prepare_candidate() override {
+    for (Set& set : sets_v_) {
+      const submission::DenseWeights w{set.W.as<bf16>()};
+      set.cand = cand_.dense ? cand_.dense(dims_, w) : submission::make_dense(dims_, w, cand_.variant);
+    }
+    SCORER_CUDA(cudaDeviceSynchronize());
   }
   void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
   void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
@@ -52,6 +58,7 @@ class DenseCase final : public OpCase {
   };
   Shape s_;
   submission::DenseDims dims_;
+  Candidate cand_;
   std::vector<Set> sets_v_;
   DeviceBuffer X_, ref_dev_;
   GuardedOutput out_;

@@ -18,7 +18,7 @@ using submission::bf16;
 class MoeCase final : public OpCase {
  public:
   MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank},
+      : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, variant_(cand.variant),
         routing_(routing_for(s, seed)),
         X_(size_t(s.M) * s.H * 2), ids_(routing_.ids.size() * 4), wts_(routing_.weights.size() * 4),
         ref_dev_(size_t(s.M) * s.H * 4), out_(size_t(s.M) * s.H * 2) {
@@ -36,7 +36,6 @@ class MoeCase final : public OpCase {
       fill_uniform_bf16(set.S2.as<bf16>(), set.S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2, stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
-      set.cand = submission::make_moe(dims_, w, cand.variant);
       set.base = reference::make_moe_baseline(dims_, w);
       set.ref = reference::make_moe_reference(dims_, w);
     }
@@ -51,6 +50,13 @@ class MoeCase final : public OpCase {
     fill_normal_bf16(X_.as<bf16>(), size_t(s_.M) * s_.H, seed, 1.0f, stream_);
     sets_v_[set].ref->run(X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), ref_dev_.as<float>(), stream_);
     ref_ = take_reference(ref_dev_, stream_);
+  }
+  void prepare_candidate() override {
+    for (Set& set : sets_v_) {
+      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
+      set.cand = submission::make_moe(dims_, w, variant_);
+    }
+    SCORER_CUDA(cudaDeviceSynchronize());
   }
   void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
   void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
@@ -70,6 +76,7 @@ class MoeCase final : public OpCase {
   };
   Shape s_;
   submission::MoeDims dims_;
+  std::string variant_;
   Routing routing_;
   std::vector<Set> sets_v_;
   DeviceBuffer X_, ids_, wts_, ref_dev_;

@@ -3,7 +3,9 @@
 // candidate, the baseline, the reference), behind one interface so that the
 // runner checks and times every op the same way.
 //
-// Weight sets are drawn and prepared once (prepare is untimed). Activations
+// Weight sets are drawn once; baseline and reference are prepared with them,
+// the candidate only when prepare_candidate() is called, so that the baseline
+// can be timed before any submission code has run (prepare is untimed). Activations
 // are redrawn in place for every check and every timed trial, and the
 // reference is recomputed for them, so a kernel that returns an earlier result
 // instead of computing on its inputs fails.
@@ -32,7 +34,9 @@ class OpCase {
   // Draws new activations for weight set `set` from `seed` and computes their
   // reference (untimed; synchronises the stream).
   virtual void new_inputs(int set, uint64_t seed) = 0;
-  virtual void run_candidate(int set) = 0;
+  // The submission's prepare (its constructor) on every weight set; once.
+  virtual void prepare_candidate() = 0;
+  virtual void run_candidate(int set) = 0;  // only after prepare_candidate()
   virtual void run_baseline(int set) = 0;
   virtual void poison_outputs() = 0;
   // Downloads the outputs and checks them against the reference of the set's
@@ -54,16 +58,22 @@ class OpCase {
 };
 
 // The candidate is the submission's make_<op>(variant), unless the scorer's
-// own tests substitute a deliberately bad kernel (dense only).
-using DenseMaker = std::function<std::unique_ptr<submission::Dense>(const submission::DenseDims&,
-                                                                    const submission::DenseWeights&)>;
+// own tests substitute a deliberately bad kernel (dense, pooler, router).
+// Op: the submission's interface (submission::Dense, ...); Dims and Weights: its arguments.
+template <class Op, class Dims, class Weights>
+using Maker = std::function<std::unique_ptr<Op>(const Dims&, const Weights&)>;
+using DenseMaker = Maker<submission::Dense, submission::DenseDims, submission::DenseWeights>;
+using PoolerMaker = Maker<submission::Pooler, submission::PoolerDims, submission::PoolerWeights>;
+using RouterMaker = Maker<submission::Router, submission::RouterDims, submission::RouterWeights>;
 struct Candidate {
   std::string variant = "default";
-  DenseMaker dense;  // empty: the submission's
+  DenseMaker dense;    // each empty: the submission's
+  PoolerMaker pooler;
+  RouterMaker router;
 };
 
-// Draws `sets` weight sets from the shape's seed and prepares candidate,
-// baseline and reference on each.
+// Draws `sets` weight sets from `seed` and prepares baseline and reference on
+// each; the candidate waits for prepare_candidate().
 std::unique_ptr<OpCase> make_op_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
                                      cudaStream_t stream);
 

@@ -21,7 +21,7 @@ using submission::bf16;
 class PoolerCase final : public OpCase {
  public:
   PoolerCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.B, s.H},
+      : OpCase(sets, stream), s_(s), dims_{s.B, s.H}, cand_(cand),
         hidden_(size_t(s.B) * s.max_len * s.H * 2), cu_(size_t(s.B + 1) * 4),
         ref_dev_(size_t(s.B) * s.H * 4), out_(size_t(s.B) * s.H * 2) {
     for (int i = 0; i < sets; ++i) {
@@ -34,7 +34,6 @@ class PoolerCase final : public OpCase {
       const std::vector<int32_t> cu = draw_cu_seqlens(s, derive_seed(seed, 300 + i));
       for (int b = 0; b < s.B; ++b) set.lengths.push_back(cu[b + 1] - cu[b]);
       const submission::PoolerWeights w{set.W.as<bf16>(), set.bias.as<bf16>()};
-      set.cand = submission::make_pooler(dims_, w, cand.variant);
       set.base = reference::make_pooler_baseline(dims_, w);
       set.ref = reference::make_pooler_reference(dims_, w);
     }
@@ -51,6 +50,13 @@ class PoolerCase final : public OpCase {
     fill_normal_bf16(hidden_.as<bf16>(), size_t(S_total_) * s_.H, derive_seed(seed, 2), 1.0f, stream_);
     sets_v_[set].ref->run(hidden_.as<bf16>(), cu_.as<int32_t>(), ref_dev_.as<float>(), stream_);
     ref_ = take_reference(ref_dev_, stream_);
+  }
+  void prepare_candidate() override {
+    for (Set& set : sets_v_) {
+      const submission::PoolerWeights w{set.W.as<bf16>(), set.bias.as<bf16>()};
+      set.cand = cand_.pooler ? cand_.pooler(dims_, w) : submission::make_pooler(dims_, w, cand_.variant);
+    }
+    SCORER_CUDA(cudaDeviceSynchronize());
   }
   void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
   void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
@@ -70,6 +76,7 @@ class PoolerCase final : public OpCase {
   };
   Shape s_;
   submission::PoolerDims dims_;
+  Candidate cand_;
   std::vector<Set> sets_v_;
   DeviceBuffer hidden_, cu_, ref_dev_;
   GuardedOutput out_;

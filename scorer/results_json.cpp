@@ -221,6 +221,16 @@ class Obj {
                       ": a time is a number of µs above 0");
     return out;
   }
+  // CUPTI's durations: finite and at least 0 (a call of copies alone has no
+  // kernel time).
+  std::vector<double> durations(const char* key) {
+    std::vector<double> out = numbers(key);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!(std::isfinite(out[i]) && out[i] >= 0))
+        fail(key, "value " + std::to_string(i + 1) + " is " + json(out[i]).dump() +
+                      ": a duration is a number of µs, at least 0");
+    return out;
+  }
   std::vector<double> numbers(const char* key) {
     const json& v = get_typed(key, &json::is_array, "an array of numbers");
     std::vector<double> out;
@@ -380,8 +390,8 @@ ReplicateResult read_replicate(Obj o) {
   p.graph_baseline_us = o.times("graph_baseline_us");
   p.graph_candidate_us = o.times("graph_candidate_us");
   p.untouched_baseline_us = o.times("untouched_baseline_us");
-  p.candidate_kernel_us = o.times("candidate_kernel_us");
-  p.candidate_span_us = o.times("candidate_span_us");
+  p.candidate_kernel_us = o.durations("candidate_kernel_us");
+  p.candidate_span_us = o.durations("candidate_span_us");
   require_paired(o, "candidate_us", p.candidate_us, "baseline_us", p.baseline_us);
   require_paired(o, "graph_candidate_us", p.graph_candidate_us, "graph_baseline_us", p.graph_baseline_us);
   require_per_trial(o, "candidate_kernel_us", p.candidate_kernel_us, p.candidate_us.size());

@@ -19,7 +19,7 @@ using submission::bf16;
 class RouterCase final : public OpCase {
  public:
   RouterCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.T, s.H, s.E, s.k},
+      : OpCase(sets, stream), s_(s), dims_{s.T, s.H, s.E, s.k}, cand_(cand),
         X_(size_t(s.T) * s.H * 2), ref_dev_(size_t(s.T) * s.E * 4),
         logits_(size_t(s.T) * s.E * 4), ids_(size_t(s.T) * s.k * 4), weights_(size_t(s.T) * s.k * 4) {
     for (int i = 0; i < sets; ++i) {
@@ -28,7 +28,6 @@ class RouterCase final : public OpCase {
       fill_normal_bf16(set.Wg.as<bf16>(), size_t(s.E) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)), stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const submission::RouterWeights w{set.Wg.as<bf16>()};
-      set.cand = submission::make_router(dims_, w, cand.variant);
       set.base = reference::make_router_baseline(dims_, w);
       set.ref = reference::make_router_reference(dims_, w);
     }
@@ -50,6 +49,13 @@ class RouterCase final : public OpCase {
       for (int j = 0; j < s_.k; ++j) sum += std::exp(row[order[j]] - row[order[0]]);
       for (int j = 0; j < s_.k; ++j) ref_weights_[size_t(t) * s_.k + j] = std::exp(row[order[j]] - row[order[0]]) / sum;
     }
+  }
+  void prepare_candidate() override {
+    for (Set& set : sets_v_) {
+      const submission::RouterWeights w{set.Wg.as<bf16>()};
+      set.cand = cand_.router ? cand_.router(dims_, w) : submission::make_router(dims_, w, cand_.variant);
+    }
+    SCORER_CUDA(cudaDeviceSynchronize());
   }
   void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
   void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
@@ -85,6 +91,7 @@ class RouterCase final : public OpCase {
   };
   Shape s_;
   submission::RouterDims dims_;
+  Candidate cand_;
   std::vector<Set> sets_v_;
   DeviceBuffer X_, ref_dev_;
   GuardedOutput logits_, ids_, weights_;

@@ -25,10 +25,13 @@
 #include "scorer/commands.h"
 #include "scorer/diff.h"
 #include "scorer/exit_codes.h"
+#include "scorer/gpu_clocks.h"
+#include "scorer/kernel_trace.h"
 #include "scorer/recorded.h"
 #include "scorer/replicates.h"
 #include "scorer/results_json.h"
 #include "scorer/shape_child.h"
+#include "scorer/shape_judges.h"
 #include "scorer/stats.h"
 #include "scorer/table.h"
 #include "scorer/workload.h"
@@ -63,6 +66,11 @@ options:
   --sets N              weight sets rotated through the trials (default 3)
   --checks N            fresh-input checks before and after timing (default 3)
   --warmup N            untimed paired calls before the trials (default 5)
+  --timer T             cupti (default): CUDA events, and CUPTI's kernel trace beside them, which
+                        also guards the baseline from work that is not its own; events: events
+                        alone (no second timer, no foreign-work guard)
+  --flush F             how the L2 is flushed before each timed call: read (default) or write
+                        (the former flush, to measure its effect)
   --shape-timeout S     a replicate that has not finished after S seconds is killed and
                         fails its shape as a hang (default 300)
   -h, --help            this text
@@ -186,7 +194,17 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
     else if (a == "--sets") o.run.sets = int(parse_integer(a, value(), 1, 16));
     else if (a == "--checks") o.run.checks = int(parse_integer(a, value(), 1, 1000));
     else if (a == "--warmup") o.run.warmup = int(parse_integer(a, value(), 0, 1000));
-    else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
+    else if (a == "--timer") {
+      const std::string v = value();
+      if (v != "events" && v != "cupti")
+        throw CliError{"command line: --timer: expected events or cupti, got '" + v + "'"};
+      o.run.trace = v == "cupti";
+    } else if (a == "--flush") {
+      const std::string v = value();
+      if (v != "read" && v != "write")
+        throw CliError{"command line: --flush: expected read or write, got '" + v + "'"};
+      o.run.flush = v == "read" ? FlushMode::read : FlushMode::write;
+    } else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
     else throw CliError{"command line: unknown option '" + a + "' (see scorer run --help)"};
   }
   if (o.run.min_trials > o.run.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
@@ -216,7 +234,8 @@ std::string utc_now(const char* fmt) {
 nlohmann::json calibration_json(const RunMeta& m) {
   return {{"gpu_name", m.gpu_name}, {"sm_count", m.sm_count}, {"l2_bytes", m.l2_bytes},
           {"driver_version", m.driver_version}, {"runtime_version", m.runtime_version},
-          {"sm_clock_mhz_start", m.sm_clock_mhz_start}, {"copy_gbps", m.copy_gbps},
+          {"sm_clock_mhz_start", m.sm_clock_mhz_start}, {"mem_clock_mhz_start", m.mem_clock_mhz_start},
+          {"throttle_reasons", m.throttle_reasons}, {"nvml", m.nvml}, {"copy_gbps", m.copy_gbps},
           {"matrix_tflops", m.matrix_tflops}, {"empty_launch_us", m.empty_launch_us}};
 }
 
@@ -227,6 +246,9 @@ void apply_calibration(RunMeta& m, const nlohmann::json& j) {
   m.driver_version = j.at("driver_version").get<int>();
   m.runtime_version = j.at("runtime_version").get<int>();
   m.sm_clock_mhz_start = j.at("sm_clock_mhz_start").get<double>();
+  m.mem_clock_mhz_start = j.at("mem_clock_mhz_start").get<double>();
+  m.throttle_reasons = j.at("throttle_reasons").get<uint64_t>();
+  m.nvml = j.at("nvml").get<std::string>();
   m.copy_gbps = j.at("copy_gbps").get<double>();
   m.matrix_tflops = j.at("matrix_tflops").get<double>();
   m.empty_launch_us = j.at("empty_launch_us").get<double>();
@@ -261,6 +283,15 @@ nlohmann::json gpu_child(const std::function<nlohmann::json()>& work, double tim
   }
 }
 
+// "SM 1980 MHz, memory 3201 MHz, throttle reasons: none", or the SM clock
+// alone with why NVML could not say more.
+std::string clocks_line(double sm, double mem, uint64_t reasons, const std::string& nvml) {
+  std::string s = "SM " + std::to_string(int(sm + 0.5)) + " MHz";
+  if (!nvml.empty()) return s + " (NVML unavailable: " + nvml + ")";
+  return s + ", memory " + std::to_string(int(mem + 0.5)) + " MHz, clock event reasons: " +
+         throttle_reason_names(reasons);
+}
+
 RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std::string>& args, bool timing) {
   RunMeta m;
   m.scorer_version = std::string(SCORER_CODE_SHA256).substr(0, 16);
@@ -276,6 +307,7 @@ RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std
   m.seed = o.run.seed;
   m.mode = "events";
   m.replicates = o.replicates;
+  m.timer = o.run.trace ? "events+cupti" : "events";
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
     auto it = o.variants.find(op);
     m.variants[op] = it == o.variants.end() ? "default" : it->second;
@@ -308,6 +340,13 @@ void score_replicates(const Options& o, const std::vector<Shape>& shapes, RunRes
     return r;
   };
   run.shapes = score_work_list(shapes, work, o.replicates, score, [] { return stop_requested(); });
+  // The judgements that compare the replicates (shape_judges.h).
+  for (ShapeResult& r : run.shapes) {
+    if (o.run.time) judge_timers(r, run.meta.empty_launch_us);
+    if (o.run.time) judge_baseline(r);
+    if (r.status == "baseline disturbed")
+      std::cerr << "scorer: " << r.shape.name << ": FAILED (" << r.status << "): " << r.reason << "\n";
+  }
 }
 
 // `scorer check`: one line per shape with its verdict and worst errors.
@@ -360,8 +399,19 @@ int score(const std::vector<std::string>& args, bool timing) {
   std::cerr << "scorer: measuring the GPU (copy bandwidth, matrix rate, launch cost)\n";
   const nlohmann::json cal = gpu_child([&] {
     RunMeta m;
+    nlohmann::json j;
+    // CUPTI first, before the process has done CUDA work: a trace that cannot
+    // start here would not start in a shape's process either.
+    if (o.run.trace) {
+      try {
+        KernelTrace probe;
+      } catch (const TraceUnavailable& e) {
+        j["trace_unavailable"] = e.what();
+      }
+    }
     calibrate(m);
-    return calibration_json(m);
+    j.update(calibration_json(m));
+    return j;
   }, 300, &failure);
   if (stop_requested()) {
     std::cerr << "scorer: interrupted\n";
@@ -372,6 +422,12 @@ int score(const std::vector<std::string>& args, bool timing) {
     return kExitNoGpu;
   }
   apply_calibration(run.meta, cal);
+  if (cal.contains("trace_unavailable")) {
+    std::cerr << "scorer: CUPTI unavailable (" << cal["trace_unavailable"].get<std::string>()
+              << "): timing with events alone, without the second timer or the foreign-work guard\n";
+    o.run.trace = false;
+    run.meta.timer = "events";
+  }
   if (!o.recorded.empty()) {
     try {
       check_recorded_gpu(rec, run.meta.gpu_name);
@@ -380,15 +436,29 @@ int score(const std::vector<std::string>& args, bool timing) {
       return kExitBadInput;
     }
   }
-  std::cerr << "scorer: " << run.meta.gpu_name << ", SM clock " << int(run.meta.sm_clock_mhz_start) << " MHz, copy "
-            << int(run.meta.copy_gbps) << " GB/s, bf16 " << int(run.meta.matrix_tflops) << " TFLOP/s, empty launch "
-            << run.meta.empty_launch_us << " us\n";
+  std::cerr << "scorer: " << run.meta.gpu_name << ", copy " << int(run.meta.copy_gbps) << " GB/s, bf16 "
+            << int(run.meta.matrix_tflops) << " TFLOP/s, empty launch " << run.meta.empty_launch_us << " us\n"
+            << "scorer: clocks " << clocks_line(run.meta.sm_clock_mhz_start, run.meta.mem_clock_mhz_start,
+                                                run.meta.throttle_reasons, run.meta.nvml)
+            << "\nscorer: timer " << run.meta.timer << ", " << run.meta.replicates << " replicate"
+            << (run.meta.replicates == 1 ? "" : "s") << " per shape\n";
 
   score_replicates(o, shapes, run);
 
   if (!stop_requested()) {
-    const nlohmann::json end = gpu_child([] { return nlohmann::json{{"mhz", sm_clock_now_mhz()}}; }, 120, &failure);
-    if (!end.is_null()) run.meta.sm_clock_mhz_end = end["mhz"].get<double>();
+    const nlohmann::json end = gpu_child([] {
+      const ClockReading c = read_clocks_now();
+      return nlohmann::json{{"sm", c.sm_mhz}, {"mem", c.mem_mhz}, {"reasons", c.reasons}};
+    }, 120, &failure);
+    if (!end.is_null()) {
+      run.meta.sm_clock_mhz_end = end["sm"].get<double>();
+      run.meta.mem_clock_mhz_end = end["mem"].get<double>();
+      run.meta.throttle_reasons |= end["reasons"].get<uint64_t>();
+      std::cerr << "scorer: clocks at the end "
+                << clocks_line(run.meta.sm_clock_mhz_end, run.meta.mem_clock_mhz_end, run.meta.throttle_reasons,
+                               run.meta.nvml)
+                << "\n";
+    }
   }
   // Also a stop during the last clock reading: the run is then not saved as whole.
   const bool interrupted = stop_requested();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "scorer/cold_timer.h"
 #include "scorer/op_case.h"
 #include "scorer/results.h"
 
@@ -25,13 +26,28 @@ struct RunOptions {
   double target_rel_halfwidth = 0.01;  // stop when the interval's half-width is under 1% of the speedup
   double time_cap_s = 5.0;             // ... or after this long timing the shape
   Candidate candidate;                 // the submission variant for this shape's op
+  // CUPTI's kernel trace in every replicate: the second timer (each candidate
+  // call's kernel sum and span) and the foreign-work guards (call_windows.h)
+  bool trace = true;
+  FlushMode flush = FlushMode::read;
+  // false only in the scorer's own tests, to prove that a timing judge
+  // catches a bad kernel alone: the submission's outputs go unchecked
+  bool judge_outputs = true;
 };
 
 // Fills the GPU and start-up measurements of `meta` (name, versions, clock,
 // copy bandwidth, matrix rate, empty launch). Throws CudaError without a GPU.
 void calibrate(RunMeta& meta);
-// SM clock now, for the end of the run.
-double sm_clock_now_mhz();
+// The SM clock by the clock kernel, and NVML's clocks read while that
+// kernel keeps the card busy (so that they are the clocks it times at).
+struct ClockReading {
+  double sm_mhz = 0;     // clock kernel
+  double mem_mhz = 0;    // NVML; 0 unknown
+  uint64_t reasons = 0;  // NVML's clock event reasons
+  std::string nvml;      // "" when NVML answered, else why not
+};
+ClockReading read_clocks_now(cudaStream_t stream);
+ClockReading read_clocks_now();  // on a stream of its own, for the run's start and end
 
 // Which replicate to score, with what seed, on which device.
 struct ReplicateSpec {
