@@ -93,7 +93,7 @@ class Runner {
       rep.reason = phase_ + ": " + e.what();
     } catch (const TraceUnavailable& e) {
       rep.status = "error";
-      rep.reason = std::string("the kernel trace (CUPTI) would not start in the shape's process: ") + e.what() +
+      rep.reason = phase_ + ": the kernel trace (CUPTI) failed in the shape's process: " + e.what() +
                    " (scorer run --timer events times without it)";
     } catch (const std::exception& e) {
       rep.status = "error";
