@@ -283,7 +283,7 @@ nlohmann::json gpu_child(const std::function<nlohmann::json()>& work, double tim
   }
 }
 
-// "SM 1980 MHz, memory 3201 MHz, throttle reasons: none", or the SM clock
+// "SM 1980 MHz, memory 3201 MHz, clock event reasons: none", or the SM clock
 // alone with why NVML could not say more.
 std::string clocks_line(double sm, double mem, uint64_t reasons, const std::string& nvml) {
   std::string s = "SM " + std::to_string(int(sm + 0.5)) + " MHz";
