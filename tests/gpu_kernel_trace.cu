@@ -38,8 +38,13 @@ TEST_CASE("the kernel trace finds a tagged call's kernels and another thread's w
   trace->take();
 
   // Another thread keeps a kernel running over the window, untagged.
-  std::thread other([&] { spin_kernel<<<1, 1, 0, theirs>>>(400000); });
+  cudaError_t other_launch = cudaSuccess;
+  std::thread other([&] {
+    spin_kernel<<<1, 1, 0, theirs>>>(400000);
+    other_launch = cudaGetLastError();
+  });
   other.join();
+  GT_CUDA(other_launch);
   trace->tag(42);
   spin_kernel<<<1, 1, 0, mine>>>(50000);
   spin_kernel<<<1, 1, 0, mine>>>(50000);
@@ -48,6 +53,10 @@ TEST_CASE("the kernel trace finds a tagged call's kernels and another thread's w
   const std::vector<scorer::TraceRecord> records = trace->take();
 
   const scorer::CallTrace call = scorer::trace_of_call(records, 42);
+  for (const scorer::TraceRecord& r : records)
+    MESSAGE("record: kind " << int(r.kind) << " stream " << r.stream << " tag " << r.tag << " start "
+                            << (int64_t(r.start_ns) - int64_t(call.first_start_ns)) << " ns, "
+                            << (r.end_ns - r.start_ns) << " ns, " << r.name.substr(0, 40));
   CHECK(call.records == 2);
   CHECK(call.kernel_us > 95);   // two kernels of 50 us each
   CHECK(call.kernel_us < 400);
