@@ -61,6 +61,11 @@ DeviceState read_device_state(cudaStream_t stream) {
   s.push_back({"current device", e == cudaSuccess ? std::to_string(dev) : unreadable(e)});
   unsigned flags = 0;
   e = cudaGetDeviceFlags(&flags);
+  // cudaDeviceLmemResizeToMax is left out: the runtime sets it by itself once
+  // a kernel has used local memory (seen on every shape with driver 580 and
+  // CUDA 13, the scorer's own kernels included), so it tells nothing of the
+  // submission.
+  flags &= ~unsigned(cudaDeviceLmemResizeToMax);
   char hex[32];
   std::snprintf(hex, sizeof hex, "0x%x", flags);
   s.push_back({"device flags", e == cudaSuccess ? hex : unreadable(e)});

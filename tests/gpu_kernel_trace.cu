@@ -37,10 +37,11 @@ TEST_CASE("the kernel trace finds a tagged call's kernels and another thread's w
   GT_CUDA(cudaDeviceSynchronize());
   trace->take();
 
-  // Another thread keeps a kernel running over the window, untagged.
+  // Another thread keeps a kernel running over the window, untagged: 50 ms,
+  // since a new thread's first launch took ~3 ms to start on the device.
   cudaError_t other_launch = cudaSuccess;
   std::thread other([&] {
-    spin_kernel<<<1, 1, 0, theirs>>>(400000);
+    spin_kernel<<<1, 1, 0, theirs>>>(50000000);
     other_launch = cudaGetLastError();
   });
   other.join();
