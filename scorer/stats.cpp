@@ -6,36 +6,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "scorer/aggregate_rule.h"
+#include "scorer/intervals.h"
+
 namespace scorer {
 namespace {
 
-// Median of v, reordering it in place; NaN when empty.
-double median_inplace(std::vector<double>& v) {
-  if (v.empty()) return NAN;
-  const size_t h = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + h, v.end());
-  if (v.size() % 2) return v[h];
-  // nth_element leaves the lower half below v[h]: its largest is the other middle.
-  return 0.5 * (*std::max_element(v.begin(), v.begin() + h) + v[h]);
-}
-
-// Quantile q of sorted values, interpolated linearly between order statistics.
-double quantile(const std::vector<double>& sorted, double q) {
-  const double pos = q * double(sorted.size() - 1);
-  const size_t i = size_t(pos);
-  if (i + 1 >= sorted.size()) return sorted.back();
-  return sorted[i] + (pos - double(i)) * (sorted[i + 1] - sorted[i]);
-}
-
-Interval interval(double point, std::vector<double>& samples, double level) {
-  if (std::isnan(point)) return {NAN, NAN, NAN};
-  std::sort(samples.begin(), samples.end());
-  return {point, quantile(samples, (1 - level) / 2), quantile(samples, (1 + level) / 2)};
-}
-
-
 // Geometric means per regime and overall of per-shape values, over the shapes
-// with a value (not NaN).
+// with a value (not NaN): the recorded-baseline figures, which have no
+// interval.
 void geomeans(const std::vector<double>& per_shape, const std::vector<int>& regime_of,
               std::vector<double>* regimes, double* aggregate) {
   std::vector<double> log_sum(regimes->size(), 0.0);
@@ -59,22 +38,53 @@ Interval zero_if_nan(const Interval& i) { return std::isfinite(i.point) ? i : In
 
 double zero_if_nan(double x) { return std::isfinite(x) ? x : 0.0; }
 
-std::vector<double> checked_ratios(const ShapeResult& r, const std::vector<double>& baseline,
-                                   const std::vector<double>& candidate, const char* what) {
-  if (baseline.size() != candidate.size())
-    throw std::invalid_argument("shape " + r.shape.name + ": " + std::to_string(baseline.size()) +
-                                " " + what + " baseline trials but " +
-                                std::to_string(candidate.size()) + " candidate trials");
-  return paired_ratios(baseline, candidate);
+bool has_values(const std::vector<std::vector<double>>& per_replicate) {
+  return std::any_of(per_replicate.begin(), per_replicate.end(), [](const auto& v) { return !v.empty(); });
+}
+
+// Every figure of one kind of trials (event or graph): the shapes', the
+// regimes', and both aggregates, in that order.
+struct Figures {
+  std::vector<FigureInterval> shapes, regimes;
+  FigureInterval declared, other;
+};
+
+Figures figures_of(const std::vector<std::vector<std::vector<double>>>& ratios, const std::vector<int>& regime_of,
+                   const std::vector<std::string>& regime_names, const std::vector<ShapeState>& state,
+                   const AggregateRule& rule, const BootstrapOptions& opt) {
+  const size_t n = ratios.size();
+  const RunFigures rf = run_figures(regime_of, regime_names, state, rule);
+  std::vector<LinearFigure> all;
+  for (size_t s = 0; s < n; ++s) all.push_back(state[s] == ShapeState::scored ? shape_figure(s, n) : LinearFigure{});
+  all.insert(all.end(), rf.regimes.begin(), rf.regimes.end());
+  all.push_back(rf.declared(rule));
+  all.push_back(rf.other(rule));
+  for (LinearFigure& f : all) f.coef.resize(n, 0.0);
+  const std::vector<FigureInterval> iv = figure_intervals(ratios, all, opt);
+  Figures out;
+  out.shapes.assign(iv.begin(), iv.begin() + long(n));
+  out.regimes.assign(iv.begin() + long(n), iv.end() - 2);
+  out.declared = iv[iv.size() - 2];
+  out.other = iv.back();
+  return out;
 }
 
 }  // namespace
 
-double median_of_medians(const ShapeResult& r, std::vector<double> ReplicateResult::*trials) {
-  std::vector<double> m;
-  for (const ReplicateResult& p : r.replicates)
-    if (!(p.*trials).empty()) m.push_back(median(p.*trials));
-  return median_inplace(m);
+double median_inplace(std::vector<double>& v) {
+  if (v.empty()) return NAN;
+  const size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + h, v.end());
+  if (v.size() % 2) return v[h];
+  // nth_element leaves the lower half below v[h]: its largest is the other middle.
+  return 0.5 * (*std::max_element(v.begin(), v.begin() + h) + v[h]);
+}
+
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  const double pos = q * double(sorted.size() - 1);
+  const size_t i = size_t(pos);
+  if (i + 1 >= sorted.size()) return sorted.back();
+  return sorted[i] + (pos - double(i)) * (sorted[i + 1] - sorted[i]);
 }
 
 std::vector<double> paired_ratios(const std::vector<double>& baseline, const std::vector<double>& candidate) {
@@ -102,53 +112,35 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / double(v.size()));
 }
 
-BootstrapResult bootstrap(const std::vector<std::vector<double>>& ratios,
-                          const std::vector<int>& regime_of, int n_regimes,
-                          const BootstrapOptions& opt) {
-  const size_t n_shapes = ratios.size();
-  if (regime_of.size() != n_shapes) throw std::invalid_argument("bootstrap: regime_of size");
-  for (int g : regime_of)
-    if (g < 0 || g >= n_regimes)
-      throw std::invalid_argument("bootstrap: regime index out of range");
-  if (opt.resamples < 1 || !(opt.level > 0 && opt.level < 1))
-    throw std::invalid_argument("bootstrap: resamples must be >= 1 and level in (0, 1)");
-
-  // Point estimates from the data as measured.
-  std::vector<double> point(n_shapes), regime_point(n_regimes);
-  double aggregate_point;
-  for (size_t s = 0; s < n_shapes; ++s) point[s] = median(ratios[s]);
-  geomeans(point, regime_of, &regime_point, &aggregate_point);
-
-  // Every resample redraws every shape, and the regime and aggregate figures
-  // of that resample are computed from those same draws.
-  const size_t R = size_t(opt.resamples);
-  std::vector<std::vector<double>> shape_samples(n_shapes, std::vector<double>(R));
-  std::vector<std::vector<double>> regime_samples(n_regimes, std::vector<double>(R));
-  std::vector<double> aggregate_samples(R);
-  std::mt19937_64 rng(opt.seed);
-  std::vector<double> resample, medians(n_shapes), regimes(n_regimes);
-  for (size_t r = 0; r < R; ++r) {
-    for (size_t s = 0; s < n_shapes; ++s) {
-      const std::vector<double>& x = ratios[s];
-      resample.resize(x.size());
-      for (double& v : resample) v = x[draw(rng, x.size())];
-      medians[s] = shape_samples[s][r] = median_inplace(resample);
-    }
-    geomeans(medians, regime_of, &regimes, &aggregate_samples[r]);
-    for (int g = 0; g < n_regimes; ++g) regime_samples[g][r] = regimes[g];
-  }
-
-  BootstrapResult out;
-  for (size_t s = 0; s < n_shapes; ++s)
-    out.shapes.push_back(interval(point[s], shape_samples[s], opt.level));
-  for (int g = 0; g < n_regimes; ++g)
-    out.regimes.push_back(interval(regime_point[g], regime_samples[g], opt.level));
-  out.aggregate = interval(aggregate_point, aggregate_samples, opt.level);
+std::vector<std::vector<double>> replicate_trials(const ShapeResult& r, std::vector<double> ReplicateResult::*trials) {
+  std::vector<std::vector<double>> out;
+  for (const ReplicateResult& p : r.replicates) out.push_back(p.*trials);
   return out;
 }
 
+std::vector<std::vector<double>> replicate_ratios(const ShapeResult& r, bool graph) {
+  std::vector<std::vector<double>> out;
+  for (const ReplicateResult& p : r.replicates) {
+    const std::vector<double>& base = graph ? p.graph_baseline_us : p.baseline_us;
+    const std::vector<double>& cand = graph ? p.graph_candidate_us : p.candidate_us;
+    if (base.size() != cand.size())
+      throw std::invalid_argument("shape " + r.shape.name + " replicate " + std::to_string(p.index) + ": " +
+                                  std::to_string(base.size()) + " " + (graph ? "graph" : "event") +
+                                  " baseline trials but " + std::to_string(cand.size()) + " candidate trials");
+    out.push_back(paired_ratios(base, cand));
+  }
+  return out;
+}
+
+double median_of_medians(const ShapeResult& r, std::vector<double> ReplicateResult::*trials) {
+  std::vector<double> m;
+  for (const ReplicateResult& p : r.replicates)
+    if (!(p.*trials).empty()) m.push_back(median(p.*trials));
+  return median_inplace(m);
+}
+
 Interval median_interval(const std::vector<double>& ratios, const BootstrapOptions& opt) {
-  return bootstrap({ratios}, {0}, 1, opt).shapes[0];
+  return figure_intervals({{ratios}}, {shape_figure(0, 1)}, opt)[0].interval;
 }
 
 void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
@@ -163,7 +155,8 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
   }
   const int n_regimes = int(names.size());
 
-  std::vector<std::vector<double>> ratios(n), graph_ratios(n);
+  std::vector<std::vector<std::vector<double>>> ratios(n), graph_ratios(n);
+  std::vector<ShapeState> state(n, ShapeState::failed), graph_state(n, ShapeState::failed);
   std::vector<double> recorded(n, NAN);  // recorded speedup per shape, NaN when none
   bool any_graph = false;
   for (size_t i = 0; i < n; ++i) {
@@ -174,34 +167,33 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
     r.graph_speedup = r.graph_ci_lo = r.graph_ci_hi = 0;
     r.recorded_speedup = 0;
     if (r.status != "ok") continue;
-    // Pooled over the replicates for now (each replicate's trials stay paired).
-    ratios[i] = checked_ratios(r, pooled(r, &ReplicateResult::baseline_us), pooled(r, &ReplicateResult::candidate_us),
-                               "event");
-    graph_ratios[i] = checked_ratios(r, pooled(r, &ReplicateResult::graph_baseline_us),
-                                     pooled(r, &ReplicateResult::graph_candidate_us), "graph");
-    any_graph |= !graph_ratios[i].empty();
+    ratios[i] = replicate_ratios(r, false);
+    graph_ratios[i] = replicate_ratios(r, true);
+    state[i] = has_values(ratios[i]) ? ShapeState::scored : ShapeState::untimed;
+    graph_state[i] = has_values(graph_ratios[i]) ? ShapeState::scored : ShapeState::untimed;
+    any_graph |= graph_state[i] == ShapeState::scored;
     r.baseline_median_us = zero_if_nan(median_of_medians(r, &ReplicateResult::baseline_us));
     r.candidate_median_us = zero_if_nan(median_of_medians(r, &ReplicateResult::candidate_us));
     r.untouched_baseline_median_us = zero_if_nan(median_of_medians(r, &ReplicateResult::untouched_baseline_us));
     if (r.candidate_median_us > 0) {
       r.pct_of_floor = r.floor_us / r.candidate_median_us;
       r.pct_of_raw = r.raw_limit_us / r.candidate_median_us;
-      if (r.recorded_us > 0)
-        recorded[i] = r.recorded_speedup = r.recorded_us / r.candidate_median_us;
+      if (r.recorded_us > 0) recorded[i] = r.recorded_speedup = r.recorded_us / r.candidate_median_us;
     }
   }
 
-  const BootstrapResult b = bootstrap(ratios, regime_of, n_regimes, opt);
-  BootstrapResult gb;
-  if (any_graph) gb = bootstrap(graph_ratios, regime_of, n_regimes, opt);
+  const AggregateRule rule;
+  const Figures f = figures_of(ratios, regime_of, names, state, rule, opt);
+  Figures g;
+  if (any_graph) g = figures_of(graph_ratios, regime_of, names, graph_state, rule, opt);
   for (size_t i = 0; i < n; ++i) {
     ShapeResult& r = run.shapes[i];
-    if (r.status != "ok") continue;
-    const Interval s = zero_if_nan(b.shapes[i]);
+    if (state[i] != ShapeState::scored) continue;
+    const Interval s = zero_if_nan(f.shapes[i].interval);
     r.speedup = s.point, r.ci_lo = s.lo, r.ci_hi = s.hi;
     if (any_graph) {
-      const Interval g = zero_if_nan(gb.shapes[i]);
-      r.graph_speedup = g.point, r.graph_ci_lo = g.lo, r.graph_ci_hi = g.hi;
+      const Interval gi = zero_if_nan(g.shapes[i].interval);
+      r.graph_speedup = gi.point, r.graph_ci_lo = gi.lo, r.graph_ci_hi = gi.hi;
     }
   }
 
@@ -209,12 +201,12 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
   double recorded_all;
   geomeans(recorded, regime_of, &recorded_regime, &recorded_all);
   run.regimes.assign(n_regimes, RegimeResult{});
-  for (int g = 0; g < n_regimes; ++g) {
-    RegimeResult& rr = run.regimes[g];
-    rr.name = names[g];
-    rr.speedup = zero_if_nan(b.regimes[g]);
-    if (any_graph) rr.graph_speedup = zero_if_nan(gb.regimes[g]);
-    rr.recorded_speedup = zero_if_nan(recorded_regime[g]);
+  for (int gi = 0; gi < n_regimes; ++gi) {
+    RegimeResult& rr = run.regimes[gi];
+    rr.name = names[gi];
+    rr.speedup = zero_if_nan(f.regimes[gi].interval);
+    if (any_graph) rr.graph_speedup = zero_if_nan(g.regimes[gi].interval);
+    rr.recorded_speedup = zero_if_nan(recorded_regime[gi]);
   }
   run.shapes_failed = 0;
   run.flags = 0;
@@ -225,10 +217,31 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
     run.shapes_failed += !ok;
     run.flags += int(r.flags.size());
   }
-  run.aggregate = zero_if_nan(b.aggregate);
-  run.graph_aggregate = any_graph ? zero_if_nan(gb.aggregate) : Interval{};
+  run.aggregate = zero_if_nan(f.declared.interval);
+  run.graph_aggregate = any_graph ? zero_if_nan(g.declared.interval) : Interval{};
   run.recorded_aggregate = zero_if_nan(recorded_all);
   run.correctness_passed = run.shapes_failed == 0;
+}
+
+int interval_replicates(const RunResult& run) {
+  int fewest = 0;
+  for (const ShapeResult& r : run.shapes) {
+    if (r.status != "ok") continue;
+    int k = 0;
+    for (const ReplicateResult& p : r.replicates) k += !p.candidate_us.empty();
+    if (k) fewest = fewest ? std::min(fewest, k) : k;
+  }
+  return fewest;
+}
+
+StopDecision TrialStopper::add(double ratio, double seconds) {
+  sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), ratio), ratio);
+  const int n = trials();
+  const bool last = n >= rule_.max_trials;
+  if (!last && (n < rule_.min_trials || n % rule_.check_every != 0)) return StopDecision::go_on;
+  if (log_median_interval_sorted(sorted_).half_width() < std::log1p(rule_.target_rel_halfwidth))
+    return StopDecision::converged;
+  return last || seconds > rule_.time_cap_s ? StopDecision::capped : StopDecision::go_on;
 }
 
 }  // namespace scorer
