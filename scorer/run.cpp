@@ -34,6 +34,7 @@
 #include "scorer/shape_judges.h"
 #include "scorer/stats.h"
 #include "scorer/table.h"
+#include "scorer/text_table.h"
 #include "scorer/workload.h"
 #include "submission/submission.h"
 
@@ -351,16 +352,13 @@ void score_replicates(const Options& o, const std::vector<Shape>& shapes, RunRes
 
 // `scorer check`: one line per shape with its verdict and worst errors.
 void print_check_table(std::ostream& out, const RunResult& run) {
-  char line[512];
-  std::snprintf(line, sizeof line, "%-22s %-10s %-10s %7s %11s %11s  %s\n", "shape", "regime", "correct", "checks",
-                "rel L2", "worst/bound", "note");
-  out << line;
-  for (const auto& r : run.shapes) {
-    std::snprintf(line, sizeof line, "%-22s %-10s %-10s %7d %11.3g %11.3g  %s\n", r.shape.name.c_str(),
-                  r.shape.regime.c_str(), r.status == "ok" ? "yes" : r.status.c_str(), r.check.checks, r.check.rel_l2,
-                  r.check.worst_elem, r.reason.c_str());
-    out << line;
-  }
+  using A = TextTable::Align;
+  TextTable table({"shape", "regime", "correct", "checks", "rel L2", "worst/bound", "note"},
+                  {A::left, A::left, A::left, A::right, A::right, A::right, A::left});
+  for (const auto& r : run.shapes)
+    table.add({r.shape.name, r.shape.regime, r.status == "ok" ? "yes" : r.status, std::to_string(r.check.checks),
+               format_number("%.3g", r.check.rel_l2), format_number("%.3g", r.check.worst_elem), r.reason});
+  table.print(out);
   out << "correctness " << (run.correctness_passed ? "passed" : "FAILED") << ": " << run.shapes.size() - run.shapes_failed
       << " of " << run.shapes.size() << " shapes correct\n";
 }
