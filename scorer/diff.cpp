@@ -2,16 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <random>
 #include <set>
 
+#include "scorer/aggregate_rule.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/results_json.h"
+#include "scorer/stats.h"
 
 namespace scorer {
 namespace {
@@ -20,106 +21,7 @@ bool scored(const ShapeResult* s) {
   return s && s->status == "ok" && !pooled(*s, &ReplicateResult::candidate_us).empty();
 }
 
-// The paired ratios of every replicate, pooled.
-std::vector<double> ratios(const ShapeResult& s) {
-  const std::vector<double> base = pooled(s, &ReplicateResult::baseline_us);
-  const std::vector<double> cand = pooled(s, &ReplicateResult::candidate_us);
-  std::vector<double> r;
-  size_t n = std::min(base.size(), cand.size());
-  for (size_t i = 0; i < n; ++i)
-    if (cand[i] > 0 && base[i] > 0) r.push_back(base[i] / cand[i]);
-  return r;
-}
-
-// Symmetric in the two runs: swapped, a change of x becomes 1/x, so the
-// bound below 1 is 1/(1 + min_change), not 1 - min_change.
-Verdict verdict_of(const Interval& change, double min_change) {
-  if (change.lo > 1 + min_change) return Verdict::better;
-  if (change.hi < 1 / (1 + min_change)) return Verdict::worse;
-  return Verdict::same;
-}
-
-// Percentile interval of log ratios, returned as ratios.
-Interval interval_of(double point_log, std::vector<double> logs, double level) {
-  std::sort(logs.begin(), logs.end());
-  auto q = [&](double p) {
-    double x = p * (logs.size() - 1);
-    size_t i = static_cast<size_t>(x);
-    if (i + 1 >= logs.size()) return logs.back();
-    return logs[i] + (x - i) * (logs[i + 1] - logs[i]);
-  };
-  double tail = (1 - level) / 2;
-  return {std::exp(point_log), std::exp(q(tail)), std::exp(q(1 - tail))};
-}
-
-std::string fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, x);
-  return b;
-}
-
-// "-" for no speedup: a regime none of whose shapes was scored stores 0.
-std::string speedup_text(const Interval& i) {
-  if (!(i.point > 0)) return "-";
-  return fmt("%.4fx", i.point) + " [" + fmt("%.4f", i.lo) + ", " + fmt("%.4f", i.hi) + "]";
-}
-
-std::string percent_text(double ratio) { return fmt("%+.1f%%", (ratio - 1) * 100); }
-
-std::string change_text(const Interval& c) {
-  return percent_text(c.point) + " [" + percent_text(c.lo) + ", " + percent_text(c.hi) + "]";
-}
-
-// " (baseline time +x%, submission +y%)" where the verdict is the baseline's drift, else "".
-std::string drift_text(const TimeDrift& t, Verdict v, double min_change) {
-  if (!t.moved(v, min_change)) return "";
-  return " (baseline time " + percent_text(t.baseline_change) + ", submission " +
-         percent_text(t.candidate_change) + ")";
-}
-
-std::string shape_cell(const ShapeResult* s) {
-  if (!s) return "-";
-  if (!scored(s)) return "failed (" + (s->status == "ok" ? std::string("no trials") : s->status) + ")";
-  return speedup_text({s->speedup, s->ci_lo, s->ci_hi});
-}
-
-std::string run_line(const RunMeta& m) {
-  std::string commit = m.git_commit.empty() ? "no commit" : "commit " + m.git_commit.substr(0, 12);
-  return m.started_at + ", " + commit + (m.git_dirty ? " (dirty)" : "") + ", " + m.gpu_name +
-         ", " + m.mode;
-}
-
-const RegimeResult* find_regime(const RunResult& run, const std::string& name) {
-  for (const RegimeResult& r : run.regimes)
-    if (r.name == name) return &r;
-  return nullptr;
-}
-
-std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
-
-// The verdict of a regime or the aggregate: worse with a shape failed only in
-// the latest run, else from the interval of the shapes scored in both; and
-// what it rests on, "(2 shapes failed in latest; +1.2% [...] over 3 shapes
-// scored in both)".
-std::string failed_text(int failed_latest) {
-  return std::to_string(failed_latest) + " shape" + (failed_latest == 1 ? "" : "s") + " failed in latest";
-}
-std::string group_text(Verdict v, int failed_latest, int shapes, const Interval& change) {
-  if (!failed_latest && !shapes) return "no shape scored in both";
-  std::string why;
-  if (failed_latest) why = failed_text(failed_latest) + "; ";
-  why += shapes ? change_text(change) + " over " + std::to_string(shapes) + " shape" + (shapes == 1 ? "" : "s") +
-                      " scored in both"
-                : "no shape scored in both";
-  return std::string(verdict_name(v)) + " (" + why + ")";
-}
-
 }  // namespace
-
-bool TimeDrift::moved(Verdict v, double min_change) const {
-  const double c = std::fabs(std::log(candidate_change));
-  return v != Verdict::same && std::fabs(std::log(baseline_change)) > c && c <= std::log1p(min_change);
-}
 
 const char* verdict_name(Verdict v) {
   switch (v) {
@@ -127,6 +29,41 @@ const char* verdict_name(Verdict v) {
     case Verdict::worse: return "worse";
     default: return "same";
   }
+}
+
+// Symmetric in the two runs: swapped, a change of x becomes 1/x, so the
+// bound below 1 is 1/(1 + min_change), not 1 - min_change.
+Verdict verdict_of(const Interval& time_change, double min_change) {
+  if (time_change.hi < 1 && time_change.point < 1 / (1 + min_change)) return Verdict::better;
+  if (time_change.lo > 1 && time_change.point > 1 + min_change) return Verdict::worse;
+  return Verdict::same;
+}
+
+Change figure_change(const std::vector<ReplicateSummary>& latest, const std::vector<ReplicateSummary>& best,
+                     const std::vector<double>& log_baseline_change, const LinearFigure& f, double level) {
+  const LogEstimate a = replicate_estimate(figure_series(latest, f));
+  const LogEstimate b = replicate_estimate(figure_series(best, f));
+  Change c;
+  c.time = ratio_interval(difference(a, b), level);
+  c.replicates = std::min(a.replicates, b.replicates);
+  double log_base = 0;
+  for (size_t s = 0; s < f.coef.size(); ++s) log_base += f.coef[s] * log_baseline_change[s];
+  c.baseline_change = std::exp(log_base);
+  return c;
+}
+
+double measured_min_change(const std::vector<ReplicateSummary>& latest, const std::vector<ReplicateSummary>& best) {
+  std::vector<double> standard_errors;
+  for (size_t s = 0; s < latest.size() && s < best.size(); ++s) {
+    const LogEstimate a = replicate_estimate({latest[s].log_value, latest[s].within_var});
+    const LogEstimate b = replicate_estimate({best[s].log_value, best[s].within_var});
+    if (a.replicates < 2 || b.replicates < 2) continue;
+    // Each run's variance of one replicate, pooled over both runs.
+    const double pooled = (a.df * a.var * a.replicates + b.df * b.var * b.replicates) / (a.df + b.df);
+    standard_errors.push_back(std::sqrt(pooled * (1.0 / a.replicates + 1.0 / b.replicates)));
+  }
+  if (standard_errors.empty()) return NAN;
+  return std::expm1(kMinChangeStandardErrors * median(standard_errors));
 }
 
 bool Diff::any_worse() const {
@@ -143,14 +80,12 @@ bool Diff::any_change() const {
   for (const RegimeDiff& r : regimes)
     if (r.verdict != Verdict::same) return true;
   for (const ShapeDiff& s : shapes)
-    if (s.verdict != Verdict::same || s.presence == Presence::only_latest ||
-        s.presence == Presence::only_best)
+    if (s.verdict != Verdict::same || s.presence == Presence::only_latest || s.presence == Presence::only_best)
       return true;
   return false;
 }
 
-Diff compute_diff(const RunResult& latest, const RunResult& best, const BootstrapOptions& opt,
-                  double min_change) {
+Diff compute_diff(const RunResult& latest, const RunResult& best, const DiffOptions& opt) {
   Diff d;
   auto differs = [&](const char* what, const std::string& a, const std::string& b) {
     if (a != b) d.incomparable.push_back(std::string(what) + " (latest: '" + a + "', selected: '" + b + "')");
@@ -167,22 +102,24 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
     in_latest.insert(s.shape.name);
     auto it = in_best.find(s.shape.name);
     d.shapes.push_back({s.shape.name, s.shape.regime, Presence::both, &s,
-                        it == in_best.end() ? nullptr : it->second, {}, Verdict::same, {}});
+                        it == in_best.end() ? nullptr : it->second, {}, Verdict::same});
   }
   for (const ShapeResult& s : best.shapes)
     if (!in_latest.count(s.shape.name))
-      d.shapes.push_back({s.shape.name, s.shape.regime, Presence::only_best, nullptr, &s, {}, Verdict::same, {}});
+      d.shapes.push_back({s.shape.name, s.shape.regime, Presence::only_best, nullptr, &s, {}, Verdict::same});
 
   // Shapes scored in both runs, each with its regime's index.
   std::vector<ShapeDiff*> both;
   std::vector<int> regime_of;
+  std::vector<std::string> regime_names;
   std::map<std::string, int> regime_index;
   for (ShapeDiff& s : d.shapes) {
     if (!regime_index.count(s.regime)) {
       regime_index[s.regime] = static_cast<int>(d.regimes.size());
-      d.regimes.push_back({s.regime, 0, 0, {}, Verdict::same, {}});
+      regime_names.push_back(s.regime);
+      d.regimes.push_back({s.regime, 0, 0, {}, Verdict::same});
     }
-    bool l = scored(s.latest), b = scored(s.best);
+    const bool l = scored(s.latest), b = scored(s.best);
     if (!s.latest) continue;
     if (!s.best) s.presence = Presence::only_latest;
     else if (l && b) s.presence = Presence::both;
@@ -204,165 +141,55 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const Bootstra
   for (RegimeDiff& rd : d.regimes)
     if (rd.failed_latest) rd.verdict = Verdict::worse;
   if (d.failed_latest) d.aggregate = Verdict::worse;
+
+  const size_t n = both.size();
+  std::vector<ReplicateSummary> new_times(n), old_times(n);
+  std::vector<double> log_baseline_change(n);
+  for (size_t i = 0; i < n; ++i) {
+    new_times[i] = summarize(replicate_trials(*both[i]->latest, &ReplicateResult::candidate_us));
+    old_times[i] = summarize(replicate_trials(*both[i]->best, &ReplicateResult::candidate_us));
+    log_baseline_change[i] = std::log(median_of_medians(*both[i]->latest, &ReplicateResult::baseline_us) /
+                                      median_of_medians(*both[i]->best, &ReplicateResult::baseline_us));
+  }
+  const double measured = measured_min_change(new_times, old_times);
+  d.min_change_measured = std::isnan(opt.min_change) && !std::isnan(measured);
+  d.min_change = !std::isnan(opt.min_change) ? opt.min_change : d.min_change_measured ? measured : kFallbackMinChange;
   if (both.empty()) return d;
 
-  std::vector<std::vector<double>> new_r, old_r;
-  std::vector<double> point(both.size());
-  for (size_t i = 0; i < both.size(); ++i) {
-    new_r.push_back(ratios(*both[i]->latest));
-    old_r.push_back(ratios(*both[i]->best));
-    point[i] = std::log(median(new_r[i]) / median(old_r[i]));
-  }
-
-  // Every resample draws each run's trials anew for every shape, and the
-  // regime and aggregate figures of that resample are built from the same
-  // draws, so their intervals are consistent with the shapes'.
-  const int R = std::max(opt.resamples, 100);
-  const size_t nreg = d.regimes.size();
-  std::vector<std::vector<double>> shape_logs(both.size(), std::vector<double>(R));
-  std::vector<std::vector<double>> regime_logs(nreg, std::vector<double>(R));
-  std::vector<double> agg_logs(R);
-  std::mt19937_64 rng(opt.seed);
-  std::vector<double> buf;
-  auto resampled_median = [&](const std::vector<double>& v) {
-    buf.resize(v.size());
-    for (double& x : buf) x = v[draw(rng, v.size())];
-    return median(buf);
-  };
-  for (int r = 0; r < R; ++r) {
-    std::vector<double> sum(nreg, 0.0);
-    double total = 0;
-    for (size_t i = 0; i < both.size(); ++i) {
-      double l = std::log(resampled_median(new_r[i]) / resampled_median(old_r[i]));
-      shape_logs[i][r] = l;
-      sum[regime_of[i]] += l;
-      total += l;
-    }
-    for (size_t g = 0; g < nreg; ++g)
-      if (d.regimes[g].shapes) regime_logs[g][r] = sum[g] / d.regimes[g].shapes;
-    agg_logs[r] = total / both.size();
-  }
-
-  std::vector<double> regime_point(nreg, 0.0), regime_base(nreg, 0.0), regime_cand(nreg, 0.0);
-  double agg_point = 0, agg_base = 0, agg_cand = 0;
-  for (size_t i = 0; i < both.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     ShapeDiff& s = *both[i];
-    s.change = interval_of(point[i], shape_logs[i], opt.level);
-    s.verdict = verdict_of(s.change, min_change);
-    s.drift = {median(pooled(*s.latest, &ReplicateResult::baseline_us)) /
-                   median(pooled(*s.best, &ReplicateResult::baseline_us)),
-               median(pooled(*s.latest, &ReplicateResult::candidate_us)) /
-                   median(pooled(*s.best, &ReplicateResult::candidate_us))};
-    regime_point[regime_of[i]] += point[i];
-    regime_base[regime_of[i]] += std::log(s.drift.baseline_change);
-    regime_cand[regime_of[i]] += std::log(s.drift.candidate_change);
-    agg_point += point[i];
-    agg_base += std::log(s.drift.baseline_change);
-    agg_cand += std::log(s.drift.candidate_change);
+    s.change = figure_change(new_times, old_times, log_baseline_change, shape_figure(i, n), opt.level);
+    s.verdict = verdict_of(s.change.time, d.min_change);
   }
-  for (size_t g = 0; g < nreg; ++g) {
+  // Regimes and the aggregate over the shapes scored in both, by the latest
+  // run's scoring rule.
+  const AggregateRule rule;
+  const RunFigures rf = run_figures(regime_of, regime_names, std::vector<ShapeState>(n, ShapeState::scored), rule);
+  for (size_t g = 0; g < d.regimes.size(); ++g) {
     RegimeDiff& rd = d.regimes[g];
     if (!rd.shapes) continue;
-    rd.change = interval_of(regime_point[g] / rd.shapes, regime_logs[g], opt.level);
-    if (!rd.failed_latest) rd.verdict = verdict_of(rd.change, min_change);
-    rd.drift = {std::exp(regime_base[g] / rd.shapes), std::exp(regime_cand[g] / rd.shapes)};
+    rd.change = figure_change(new_times, old_times, log_baseline_change, rf.regimes[g], opt.level);
+    if (!rd.failed_latest) rd.verdict = verdict_of(rd.change.time, d.min_change);
   }
-  d.aggregate_drift = {std::exp(agg_base / both.size()), std::exp(agg_cand / both.size())};
-  d.aggregate_change = interval_of(agg_point / both.size(), agg_logs, opt.level);
-  if (!d.failed_latest) d.aggregate = verdict_of(d.aggregate_change, min_change);
+  d.aggregate_change = figure_change(new_times, old_times, log_baseline_change, rf.declared(rule), opt.level);
+  if (!d.failed_latest) d.aggregate = verdict_of(d.aggregate_change.time, d.min_change);
   return d;
-}
-
-int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best,
-               const DiffOptions& opt) {
-  Diff d = compute_diff(latest, best, opt.bootstrap, opt.min_change);
-  if (!d.incomparable.empty()) {
-    std::string why;
-    for (const std::string& w : d.incomparable) why += (why.empty() ? "" : "; ") + w;
-    if (!opt.force) {
-      out << "refusing to compare: " << why << " (--force compares anyway)\n";
-      return kExitBadInput;
-    }
-    out << "comparing anyway (--force) although the runs differ: " << why << "\n";
-  }
-
-  out << "latest:   " << run_line(latest.meta) << "\n"
-      << "selected: " << run_line(best.meta) << "\n\n";
-  const double m = opt.min_change;
-  // Every cell first, so that each column is as wide as its widest cell.
-  std::vector<std::vector<std::string>> rows = {{"shape", "regime", "latest", "selected", "change", "verdict"}};
-  for (const ShapeDiff& s : d.shapes) {
-    std::string change, verdict;
-    switch (s.presence) {
-      case Presence::both:
-        change = change_text(s.change);
-        verdict = verdict_name(s.verdict) + drift_text(s.drift, s.verdict, m);
-        break;
-      case Presence::only_latest: verdict = "only in latest"; break;
-      case Presence::only_best: verdict = "only in selected"; break;
-      case Presence::failed_latest: verdict = "worse: failed in latest"; break;
-      case Presence::failed_best: verdict = "better: failed in selected"; break;
-      case Presence::failed_both: verdict = "failed in both"; break;
-    }
-    rows.push_back({s.name, s.regime, shape_cell(s.latest), shape_cell(s.best), change, verdict});
-  }
-  std::vector<size_t> width(5, 0);
-  for (const auto& row : rows)
-    for (size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], row[c].size() + 2);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < width.size(); ++c) out << pad(row[c], width[c]);
-    out << row.back() << "\n";
-  }
-  out << "\n";
-
-  for (const RegimeDiff& r : d.regimes) {
-    const RegimeResult* a = find_regime(latest, r.name);
-    const RegimeResult* b = find_regime(best, r.name);
-    out << "regime " << r.name << " " << (a ? speedup_text(a->speedup) : "-") << " vs selected "
-        << (b ? speedup_text(b->speedup) : "-") << ": "
-        << group_text(r.verdict, r.failed_latest, r.shapes, r.change)
-        << (r.shapes ? drift_text(r.drift, r.verdict, m) : "") << "\n";
-  }
-  out << "aggregate " << speedup_text(latest.aggregate) << " vs selected " << speedup_text(best.aggregate)
-      << ": " << group_text(d.aggregate, d.failed_latest, d.shapes_compared, d.aggregate_change)
-      << (d.shapes_compared ? drift_text(d.aggregate_drift, d.aggregate, m) : "") << "\n";
-
-  const char* although = d.aggregate == Verdict::better ? " although the aggregate improved" : "";
-  for (const RegimeDiff& r : d.regimes)
-    if (r.verdict == Verdict::worse)
-      out << "WARNING: regime " << r.name << " got worse ("
-          << (r.failed_latest ? failed_text(r.failed_latest) : change_text(r.change))
-          << ")" << although << "\n";
-  std::string moved;
-  for (const ShapeDiff& s : d.shapes)
-    if (s.drift.moved(s.verdict, m)) moved += (moved.empty() ? "" : ", ") + s.name;
-  if (!moved.empty())
-    out << "NOTE: the baseline's own time moved more than the submission's on " << moved
-        << ": those verdicts are the baseline's drift, not the submission's (--recorded gives a fixed "
-           "reference)\n";
-  for (const ShapeDiff& s : d.shapes)
-    if (s.presence == Presence::failed_latest)
-      out << "WARNING: shape " << s.name << " failed in latest (" << s.latest->status
-          << (s.latest->reason.empty() ? "" : ": " + s.latest->reason) << ")" << although << "\n";
-
-  if ((opt.fail_on == FailOn::worse && d.any_worse()) ||
-      (opt.fail_on == FailOn::any_change && d.any_change()))
-    return kExitIncorrect;
-  return kExitOk;
 }
 
 int diff_main(const std::vector<std::string>& args) {
   static const char* usage =
       "usage: scorer diff [LATEST.json [BEST.json]] [--results-dir DIR] [--force]\n"
-      "                   [--fail-on worse|any-change]\n"
+      "                   [--min-change PCT] [--fail-on worse|any-change]\n"
       "Compares a run (default DIR/latest.json) with the selected best (default\n"
-      "DIR/best.json; DIR defaults to results): per shape, per regime and overall,\n"
-      "each with a verdict better/worse/same from a bootstrap of the ratio of the\n"
-      "two runs (95% interval entirely above or below 1).\n"
+      "DIR/best.json; DIR defaults to results) by the submission's own times: per\n"
+      "shape, per regime and overall the change latest/selected with its 95%\n"
+      "interval from both runs' replicates, and a verdict better/worse/same (the\n"
+      "interval excludes no change and the change exceeds the minimum). The\n"
+      "baselines' times are shown beside it and never decide.\n"
       "  --force       compare runs from different GPUs, shapes files, scorer\n"
       "                versions or timing modes\n"
-      "  --min-change PCT      a change counts only when its whole interval lies\n"
-      "                        beyond PCT% (default 1: two runs drift by about that)\n"
+      "  --min-change PCT      the smallest change that counts (default: measured,\n"
+      "                        4 standard errors of a typical shape's change)\n"
       "  --fail-on worse       exit 1 when a shape, a regime or the aggregate got worse\n"
       "  --fail-on any-change  exit 1 when anything changed\n"
       "Exit codes: 0 compared, 1 --fail-on met, 2 bad input or runs not comparable.\n";
