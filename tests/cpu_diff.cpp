@@ -150,6 +150,12 @@ TEST_CASE("diff: the baselines' drift is shown beside the verdict and never deci
   CHECK(print_diff(out, latest, best, DiffOptions{}) == kExitOk);
   CHECK(out.str().find("; baseline time +") != std::string::npos);
   CHECK(out.str().find("never decide") != std::string::npos);
+  // Runs of one replicate: the min change falls back to 1%, and the diff says why.
+  CHECK(d.min_change == kFallbackMinChange);
+  CHECK_FALSE(d.min_change_measured);
+  CHECK(out.str().find("changes count from 1%: the runs have too few replicates to measure it") !=
+        std::string::npos);
+  CHECK(out.str().find("cover the noise within each run only") != std::string::npos);
 
   // A faster submission against a baseline that slowed as much is better all the same.
   RunResult faster = make_run(specs({1.8 * 1.2, 1.8 * 1.2}, {}), rng, 41, 0.005, 24);
