@@ -39,6 +39,13 @@ double weight_of(const AggregateRule& rule, const std::string& regime) {
 
 }  // namespace
 
+AggregateRule rule_of(const RunMeta&) { return AggregateRule{}; }
+
+std::string rule_name(const AggregateRule& rule, bool declared) {
+  const bool regimes = rule.over_regimes == declared;
+  return regimes ? (rule.regime_weights.empty() ? "over regimes" : "over regimes, weighted") : "over shapes";
+}
+
 RunFigures run_figures(const std::vector<int>& regime_of, const std::vector<std::string>& regime_names,
                        const std::vector<ShapeState>& state, const AggregateRule& rule) {
   const size_t n = state.size();

@@ -42,6 +42,12 @@ struct RunFigures {
   const LinearFigure& other(const AggregateRule& rule) const { return rule.over_regimes ? over_shapes : over_regimes; }
 };
 
+// The rule a run was scored by. Until the shapes file declares one, the
+// default: over shapes, equal weights, a failure voids the aggregate.
+AggregateRule rule_of(const RunMeta& meta);
+// "over shapes" or "over regimes" (with "weighted" when weights are given).
+std::string rule_name(const AggregateRule& rule, bool declared);
+
 // regime_of[s] indexes regime_names. Throws std::invalid_argument when the
 // rule gives weights but none for a regime of the run, or a weight that is
 // negative or not finite.

@@ -155,7 +155,9 @@ struct RunResult {
   RunMeta meta;
   std::vector<ShapeResult> shapes;
   std::vector<RegimeResult> regimes;  // in order of first appearance
-  Interval aggregate;                 // geometric mean over every scored shape
+  Interval aggregate;                 // by the scoring rule; zero when !aggregate_defined
+  Interval other_aggregate;           // the other rule's value (over regimes for a rule over shapes, and back)
+  bool aggregate_defined = true;      // false when a failed shape voids the aggregate (the default rule)
   Interval graph_aggregate;
   double recorded_aggregate = 0;
   std::string recorded_source;        // provenance line of the recorded file, if any

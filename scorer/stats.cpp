@@ -182,7 +182,7 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
     }
   }
 
-  const AggregateRule rule;
+  const AggregateRule rule = rule_of(run.meta);
   const Figures f = figures_of(ratios, regime_of, names, state, rule, opt);
   Figures g;
   if (any_graph) g = figures_of(graph_ratios, regime_of, names, graph_state, rule, opt);
@@ -218,6 +218,8 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
     run.flags += int(r.flags.size());
   }
   run.aggregate = zero_if_nan(f.declared.interval);
+  run.other_aggregate = zero_if_nan(f.other.interval);
+  run.aggregate_defined = run.aggregate.point > 0;
   run.graph_aggregate = any_graph ? zero_if_nan(g.declared.interval) : Interval{};
   run.recorded_aggregate = zero_if_nan(recorded_all);
   run.correctness_passed = run.shapes_failed == 0;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "scorer/aggregate_rule.h"
 #include "scorer/stats.h"
 #include "scorer/text_table.h"
 
@@ -111,12 +112,15 @@ void print_table(std::ostream& os, const RunResult& run) {
   const std::string outcome = run.correctness_passed
                                   ? "correctness passed, " + count(run.flags, "flag")
                                   : "correctness FAILED, " + count(run.shapes_failed, "shape") + " failed";
-  if (run.aggregate.point > 0)
-    os << "aggregate " << figure(run.aggregate) << "  " << outcome << "\n";
-  else if (run.shapes_failed)
+  const AggregateRule rule = rule_of(run.meta);
+  if (run.aggregate_defined) {
+    os << "aggregate " << figure(run.aggregate) << "  " << rule_name(rule, true) << "  " << outcome << "\n";
+    os << "  " << rule_name(rule, false) << " instead: " << figure(run.other_aggregate) << "\n";
+  } else if (run.shapes_failed) {
     os << "no aggregate: " << count(run.shapes_failed, "shape") << " failed  " << outcome << "\n";
-  else
+  } else {
     os << "aggregate -  " << outcome << "\n";
+  }
 }
 
 }  // namespace scorer

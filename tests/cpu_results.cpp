@@ -1,5 +1,6 @@
 // Results files: every field survives a round trip; bad files name the file,
-// the line and the field; saving is atomic. And the table printed from them.
+// the line and the field; saving is atomic. (The table printed from them:
+// cpu_table.cpp.)
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -12,7 +13,6 @@
 
 #include "scorer/results_json.h"
 #include "scorer/stats.h"
-#include "scorer/table.h"
 
 using nlohmann::json;
 using scorer::InputError;
@@ -635,109 +635,4 @@ TEST_CASE("results: saving is atomic and replaces the previous file") {
             e.path().filename() != "latest.json";
   CHECK(left == 0);
   CHECK(scorer::load_results(path).meta.gpu_name == "second");
-}
-
-TEST_CASE("print_table: rows, regimes and the aggregate line") {
-  RunResult run;
-  auto add = [&](const std::string& name, const std::string& regime, double ratio, int n) {
-    ShapeResult r;
-    r.shape.name = name;
-    r.shape.regime = regime;
-    scorer::ReplicateResult& p = r.replicates.emplace_back();
-    p.index = 1;
-    for (int i = 0; i < n; ++i) {
-      p.candidate_us.push_back(10.0 + 0.01 * i);
-      p.baseline_us.push_back(p.candidate_us.back() * ratio * (1 + 0.002 * ((i * 7) % 5 - 2)));
-    }
-    r.floor_us = 5;
-    r.converged = true;
-    run.shapes.push_back(r);
-  };
-  add("dense_m32_qkv", "dense-32", 1.2, 30);
-  add("dense_m32_o", "dense-32", 1.1, 30);
-  add("pooler_b8", "pooler-8", 0.9, 30);
-  add("moe_m1", "moe", 1.0, 0);
-  run.shapes[1].flags = {"clock drift"};
-  run.shapes[2].converged = false;
-  run.shapes[3].status = "incorrect";
-  run.shapes[3].reason = "output off at element 17: got 3, expected 2";
-  scorer::compute_statistics(run, {});
-
-  std::ostringstream os;
-  scorer::print_table(os, run);
-  std::vector<std::string> lines;
-  std::istringstream in(os.str());
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
-  REQUIRE(lines.size() >= 9);
-
-  const std::string& head = lines[0];
-  CHECK(head.rfind("shape", 0) == 0);
-  for (const char* col : {"regime", "correct", "baseline µs", "submission µs", "% of floor",
-                          "speedup [95% interval]", "note"})
-    CHECK_MESSAGE(head.find(col) != std::string::npos, col);
-  // Each row's regime starts in the regime column.
-  const size_t regime_col = head.find("regime");
-  CHECK(lines[1].compare(regime_col, 9, "dense-32 ") == 0);
-  CHECK(lines[4].compare(regime_col, 4, "moe ") == 0);
-  char speedup[64];
-  std::snprintf(speedup, sizeof speedup, "%.4fx [%.4f, %.4f]", run.shapes[0].speedup,
-                run.shapes[0].ci_lo, run.shapes[0].ci_hi);
-  CHECK(lines[1].find(speedup) != std::string::npos);
-  CHECK(lines[1].find("yes") != std::string::npos);
-  char median[32];
-  std::snprintf(median, sizeof median, "  %.2f  ", run.shapes[0].candidate_median_us);
-  CHECK(lines[1].find(median) != std::string::npos);
-  CHECK(lines[2].find("clock drift") != std::string::npos);
-  CHECK(lines[3].find("not converged") != std::string::npos);
-  CHECK(lines[4].find("NO") != std::string::npos);
-  CHECK(lines[4].find("output off at element 17") != std::string::npos);
-
-  const scorer::RegimeResult& dense = run.regimes[0];
-  char regime_line[128];
-  std::snprintf(regime_line, sizeof regime_line,
-                "regime dense-32  %.4fx  95%% [%.4f, %.4f]  2 shapes", dense.speedup.point,
-                dense.speedup.lo, dense.speedup.hi);
-  CHECK(std::find(lines.begin(), lines.end(), regime_line) != lines.end());
-  CHECK(std::find(lines.begin(), lines.end(), "regime moe       -  0 shapes, 1 failed") !=
-        lines.end());
-  // A failed shape voids the aggregate (the default scoring rule).
-  CHECK(lines.back() == "no aggregate: 1 shape failed  correctness FAILED, 1 shape failed");
-  char aggregate[128];
-
-  run.shapes.pop_back();
-  scorer::compute_statistics(run, {});
-  std::ostringstream again;
-  scorer::print_table(again, run);
-  std::snprintf(aggregate, sizeof aggregate,
-                "aggregate %.4fx  95%% [%.4f, %.4f]  correctness passed, 1 flag\n",
-                run.aggregate.point, run.aggregate.lo, run.aggregate.hi);
-  const std::string out = again.str();
-  CHECK(out.substr(out.rfind('\n', out.size() - 2) + 1) == aggregate);
-  CHECK(out.find("(graph)") == std::string::npos);
-  CHECK(out.find("vs recorded") == std::string::npos);
-}
-
-TEST_CASE("print_table: graph and recorded lines when the run has them") {
-  RunResult run;
-  ShapeResult r;
-  r.shape.name = "s";
-  r.shape.regime = "g";
-  scorer::ReplicateResult& p = r.replicates.emplace_back();
-  p.index = 1;
-  p.baseline_us = {20, 21, 22};
-  p.candidate_us = {10, 10, 10};
-  p.graph_baseline_us = {6, 6};
-  p.graph_candidate_us = {4, 4};
-  r.recorded_us = 25;
-  r.converged = true;
-  run.shapes.push_back(r);
-  run.recorded_source = "vllm.json";
-  scorer::compute_statistics(run, {});
-  std::ostringstream os;
-  scorer::print_table(os, run);
-  const std::string out = os.str();
-  CHECK(out.find("regime g  (graph)  1.5000x  95% [1.5000, 1.5000]\n") != std::string::npos);
-  CHECK(out.find("aggregate (graph) 1.5000x  95% [1.5000, 1.5000]\n") != std::string::npos);
-  CHECK(out.find("regime g  vs recorded  2.5000x\n") != std::string::npos);
-  CHECK(out.find("aggregate vs recorded 2.5000x  (vllm.json)\n") != std::string::npos);
 }
