@@ -15,7 +15,11 @@ std::string speedup_text(const Interval& i) {
          "]";
 }
 
-std::string percent_text(double ratio) { return format_number("%+.1f%%", (ratio - 1) * 100); }
+// "+1.2%"; a change that rounds to zero reads +0.0%, never -0.0%.
+std::string percent_text(double ratio) {
+  const double tenths = std::round((ratio - 1) * 1000);
+  return format_number("%+.1f%%", tenths == 0 ? 0.0 : tenths / 10);
+}
 
 std::string interval_text(const Interval& c) {
   return percent_text(c.point) + " [" + percent_text(c.lo) + ", " + percent_text(c.hi) + "]";
