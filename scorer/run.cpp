@@ -59,10 +59,10 @@ options:
   --recorded FILE       also show speedups against recorded baseline times (e.g.
                         baselines/h200-serving-stack.toml), labelled as recorded
   --graph               also time launches replayed from CUDA graphs (labelled as such)
-  --target PCT          stop timing a shape when its 95% interval's half-width is under
+  --target PCT          stop timing a replicate when its median's 95% half-width is under
                         PCT% of its speedup (default 1)
-  --time-cap S          ... or after S seconds of timing (default 5)
-  --min-trials N        paired trials at least (default 50)
+  --time-cap S          ... or after S seconds of timing it (default 2)
+  --min-trials N        paired trials per replicate at least (default 30)
   --max-trials N        paired trials at most (default 2000)
   --sets N              weight sets rotated through the trials (default 3)
   --checks N            fresh-input checks before and after timing (default 3)
@@ -188,10 +188,10 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
     else if (a == "--no-diff") o.diff = false;
     else if (a == "--recorded") o.recorded = value();
     else if (a == "--graph") o.run.graph = true;
-    else if (a == "--target") o.run.target_rel_halfwidth = parse_number(a, value(), 0.01, 100) / 100;
-    else if (a == "--time-cap") o.run.time_cap_s = parse_number(a, value(), 0, 3600);
-    else if (a == "--min-trials") o.run.min_trials = int(parse_integer(a, value(), 1, 1000000));
-    else if (a == "--max-trials") o.run.max_trials = int(parse_integer(a, value(), 1, 1000000));
+    else if (a == "--target") o.run.stop.target_rel_halfwidth = parse_number(a, value(), 0.01, 100) / 100;
+    else if (a == "--time-cap") o.run.stop.time_cap_s = parse_number(a, value(), 0, 3600);
+    else if (a == "--min-trials") o.run.stop.min_trials = int(parse_integer(a, value(), 1, 1000000));
+    else if (a == "--max-trials") o.run.stop.max_trials = int(parse_integer(a, value(), 1, 1000000));
     else if (a == "--sets") o.run.sets = int(parse_integer(a, value(), 1, 16));
     else if (a == "--checks") o.run.checks = int(parse_integer(a, value(), 1, 1000));
     else if (a == "--warmup") o.run.warmup = int(parse_integer(a, value(), 0, 1000));
@@ -208,7 +208,7 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
     } else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
     else throw CliError{"command line: unknown option '" + a + "' (see scorer run --help)"};
   }
-  if (o.run.min_trials > o.run.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
+  if (o.run.stop.min_trials > o.run.stop.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
   if (timing) check_results_target(o.out, o.best);
   if (!timing) o.replicates = 1;  // correctness needs no interval
   return o;

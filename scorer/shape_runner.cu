@@ -252,7 +252,7 @@ class Runner {
   void untouched_baseline(ReplicateResult& rep) {
     phase_ = "untouched baseline";
     const bool hold = !op_->baseline_synchronizes();
-    for (int t = -opt_.warmup; t < opt_.min_trials; ++t) {
+    for (int t = -opt_.warmup; t < opt_.stop.min_trials; ++t) {
       const int set = (t + opt_.warmup) % op_->sets();
       op_->new_inputs(set, derive_seed(seed_, kUntouchedTag + uint64_t(t + opt_.warmup)));
       op_->poison_outputs();
@@ -325,29 +325,22 @@ class Runner {
       trial(r, "warm-up trial " + std::to_string(w + 1), w, kWarmupTag + w, false);
   }
 
-  // Trials until the speedup's interval is tight or the cap is reached; the
-  // interval is looked at every 10 trials and after the last.
+  // Trials until the stopping rule (stats.h) says the replicate's median is
+  // tight or its time is up; the same rule the coverage simulations run.
   bool timing_loop(ReplicateResult& r, bool graph, std::vector<double>& base_us, std::vector<double>& cand_us) {
     phase_ = graph ? "timing (graph)" : "timing";
     const uint64_t base_tag = graph ? kGraphTrialTag : kTrialTag;
     const auto t0 = Clock::now();
-    BootstrapOptions bo;
-    bo.resamples = 500;
-    bo.seed = seed_;
-    for (int t = 0; t < opt_.max_trials; ++t) {
+    TrialStopper stopper(opt_.stop);
+    for (int t = 0;; ++t) {
       const Paired p =
           trial(r, (graph ? "graph trial " : "paired trial ") + std::to_string(t + 1), t, base_tag + t, graph);
       base_us.push_back(p.base_us);
       cand_us.push_back(p.cand_us);
       if (!graph && trace_) cand_trials_.push_back(p.cand_call);
-      const int n = t + 1;
-      if (n >= opt_.min_trials && (n % 10 == 0 || n == opt_.max_trials)) {
-        const Interval iv = median_interval(paired_ratios(base_us, cand_us), bo);
-        if ((iv.hi - iv.lo) / 2 < opt_.target_rel_halfwidth * iv.point) return true;
-        if (seconds_since(t0) > opt_.time_cap_s) return false;
-      }
+      const StopDecision d = stopper.add(p.base_us / p.cand_us, seconds_since(t0));
+      if (d != StopDecision::go_on) return d == StopDecision::converged;
     }
-    return false;
   }
 
   void check_state(const std::string& when) {

@@ -11,6 +11,7 @@
 #include "scorer/cold_timer.h"
 #include "scorer/op_case.h"
 #include "scorer/results.h"
+#include "scorer/stats.h"
 
 namespace scorer {
 
@@ -21,10 +22,7 @@ struct RunOptions {
   uint64_t seed = 20261129;            // the run's seed; each replicate's is derived from it
   int checks = 3;                      // fresh-input checks before timing and again after
   int warmup = 5;                      // untimed paired calls first
-  int min_trials = 50;
-  int max_trials = 2000;
-  double target_rel_halfwidth = 0.01;  // stop when the interval's half-width is under 1% of the speedup
-  double time_cap_s = 5.0;             // ... or after this long timing the shape
+  StoppingRule stop;                   // when a replicate has trials enough (stats.h: its defaults and why)
   Candidate candidate;                 // the submission variant for this shape's op
   // CUPTI's kernel trace in every replicate: the second timer (each candidate
   // call's kernel sum and span) and the foreign-work guards (call_windows.h)

@@ -71,8 +71,8 @@ scorer::RunOptions guard_options() {
   opt.sets = 1;
   opt.checks = 1;
   opt.warmup = 0;
-  opt.min_trials = opt.max_trials = 40;
-  opt.time_cap_s = 100;
+  opt.stop.min_trials = opt.stop.max_trials = 40;
+  opt.stop.time_cap_s = 100;
   return opt;
 }
 

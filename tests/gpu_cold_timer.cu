@@ -223,7 +223,7 @@ TEST_CASE("benchmark: what the guards cost per trial" * doctest::skip()) {
   for (bool traced : {false, true}) {
     scorer::RunOptions opt;
     opt.sets = 1;
-    opt.min_trials = opt.max_trials = 400;
+    opt.stop.min_trials = opt.stop.max_trials = 400;
     opt.trace = traced;
     const scorer::ShapeResult r = scorer::run_shape(s, opt, scorer::RunMeta{}, {}, "[benchmark]");
     REQUIRE(r.status == "ok");
