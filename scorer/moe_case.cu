@@ -1,7 +1,9 @@
-// moe_w4a16: int4 weights with bf16 group scales, routing fixed per shape
-// (seeded, so the floor's touched experts are known), X redrawn for every check
-// and trial. Codes are uniform 0..15 and scales U(0.75, 1.25)/sqrt(21.25 K), so
-// each dequantized row has unit norm over K and the outputs are O(1).
+// moe_w4a16: int4 weights with bf16 group scales; X and the routing redrawn for
+// every check, graph probe and trial, the routing from the shape's pool of
+// seeded draws of its declared distribution (scorer/workload.h), never the
+// previous call's, so a kernel that keeps an earlier routing fails. Codes are
+// uniform 0..15 and scales U(0.75, 1.25)/sqrt(21.25 K), so each dequantized
+// row has unit norm over K and the outputs are O(1).
 #include <cmath>
 #include <vector>
 
@@ -19,8 +21,8 @@ class MoeCase final : public OpCase {
  public:
   MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
       : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, variant_(cand.variant),
-        routing_(routing_for(s, seed)),
-        X_(size_t(s.M) * s.H * 2), ids_(routing_.ids.size() * 4), wts_(routing_.weights.size() * 4),
+        pool_(routing_pool(s, seed)),
+        X_(size_t(s.M) * s.H * 2), ids_(size_t(s.M) * s.k * 4), wts_(size_t(s.M) * s.k * 4),
         ref_dev_(size_t(s.M) * s.H * 4), out_(size_t(s.M) * s.H * 2) {
     const size_t E = s.E_local, H = s.H, I = s.I;
     for (int i = 0; i < sets; ++i) {
@@ -43,10 +45,12 @@ class MoeCase final : public OpCase {
   }
 
   void new_inputs(int set, uint64_t seed) override {
-    // The routing is uploaded again so that a kernel that overwrote it cannot
-    // make later references agree with it.
-    SCORER_CUDA(cudaMemcpyAsync(ids_.as<int32_t>(), routing_.ids.data(), ids_.bytes(), cudaMemcpyHostToDevice, stream_));
-    SCORER_CUDA(cudaMemcpyAsync(wts_.as<float>(), routing_.weights.data(), wts_.bytes(), cudaMemcpyHostToDevice, stream_));
+    // Uploaded for every call, also where it repeats an earlier one, so that a
+    // kernel that overwrote it cannot make later references agree with it.
+    current_ = pick_routing(pool_, seed, current_);
+    const Routing& r = pool_[current_];
+    SCORER_CUDA(cudaMemcpyAsync(ids_.as<int32_t>(), r.ids.data(), ids_.bytes(), cudaMemcpyHostToDevice, stream_));
+    SCORER_CUDA(cudaMemcpyAsync(wts_.as<float>(), r.weights.data(), wts_.bytes(), cudaMemcpyHostToDevice, stream_));
     fill_normal_bf16(X_.as<bf16>(), size_t(s_.M) * s_.H, seed, 1.0f, stream_);
     sets_v_[set].ref->run(X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), ref_dev_.as<float>(), stream_);
     ref_ = take_reference(ref_dev_, stream_);
@@ -63,8 +67,8 @@ class MoeCase final : public OpCase {
   void poison_outputs() override { out_.poison(stream_); }
   CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_); }
   CheckResult check_baseline(int) override { return check_bf16_output(out_, ref_, stream_, baseline_tolerance()); }
-  double bytes() const override { return min_bytes(s_, &routing_); }
-  double flops() const override { return op_flops(s_, &routing_); }
+  double bytes() const override { return pool_min_bytes(s_, pool_); }
+  double flops() const override { return pool_flops(s_, pool_); }
   bool baseline_synchronizes() const override { return reference::kMoeBaselineSynchronizes; }
 
  private:
@@ -77,7 +81,8 @@ class MoeCase final : public OpCase {
   Shape s_;
   submission::MoeDims dims_;
   std::string variant_;
-  Routing routing_;
+  std::vector<Routing> pool_;
+  int current_ = -1;  // the pool entry of the current inputs
   std::vector<Set> sets_v_;
   DeviceBuffer X_, ids_, wts_, ref_dev_;
   GuardedOutput out_;

@@ -42,7 +42,8 @@ class PoolerCase final : public OpCase {
 
   void new_inputs(int set, uint64_t seed) override {
     std::vector<int32_t> lengths = sets_v_[set].lengths;
-    std::shuffle(lengths.begin(), lengths.end(), std::mt19937_64(derive_seed(seed, 1)));
+    std::mt19937_64 rng(derive_seed(seed, 1));
+    shuffle(lengths, rng);
     std::vector<int32_t> cu(s_.B + 1, 0);
     for (int b = 0; b < s_.B; ++b) cu[b + 1] = cu[b] + lengths[b];
     S_total_ = cu.back();

@@ -554,11 +554,9 @@ int list_main(const std::vector<std::string>& args) {
   }
   std::printf("%-22s %-10s %-10s %-52s %10s %10s\n", "shape", "op", "regime", "dims", "MB", "GFLOP");
   for (const auto& s : sf.shapes) {
-    Routing r;
-    if (s.op == Op::moe_w4a16) r = routing_for(s, shape_seed(seed, s));
-    const Routing* rp = s.op == Op::moe_w4a16 ? &r : nullptr;
+    const std::vector<Routing> pool = s.op == Op::moe_w4a16 ? routing_pool(s, shape_seed(seed, s)) : std::vector<Routing>{};
     std::printf("%-22s %-10s %-10s %-52s %10.2f %10.3f\n", s.name.c_str(), op_name(s.op), s.regime.c_str(),
-                s.dims_string().c_str(), min_bytes(s, rp) / 1e6, op_flops(s, rp) / 1e9);
+                s.dims_string().c_str(), pool_min_bytes(s, pool) / 1e6, pool_flops(s, pool) / 1e9);
   }
   std::printf("\nvariants (scorer run --variant OP=NAME):\n");
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +16,9 @@
 #include <sstream>
 #include <string_view>
 
-#include "reference/int4.h"
 #include "reference/reference.h"
+#include "scorer/routing_trace.h"
+#include "scorer/workload.h"
 #include "sha256.h"
 
 namespace scorer {
@@ -65,6 +67,10 @@ bool is_dim_of_any_op(const std::string& key) {
   return false;
 }
 
+// A moe_w4a16 shape's routing fields (RoutingSpec).
+bool is_routing_key(const std::string& key) { return key == "routing" || key == "skew" || key == "trace"; }
+constexpr double kMaxSkew = 8;
+
 std::string dim_list(Op op) {
   std::string s;
   for (const OpDim& d : op_dims(op)) s += (s.empty() ? "" : ", ") + std::string(d.name);
@@ -95,32 +101,6 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
-// Device bytes the scorer holds per weight set of a shape, however the
-// kernels are written: every input and output of one call, and for moe the
-// baseline's bf16 and the reference's fp32 copies of the weights, 12.6 times
-// their int4 bytes (reference/moe.cu). --sets N holds N such sets.
-double device_bytes(const Shape& s) {
-  const double bf16 = 2, i32 = 4, f32 = 4;
-  switch (s.op) {
-    case Op::pooler: {
-      const double s_total = double(s.B) * s.max_len;  // the longest the seed can draw
-      return bf16 * (s_total * s.H + double(s.H) * s.H + s.H + double(s.B) * s.H) +
-             i32 * (s.B + 1.0);
-    }
-    case Op::dense: return bf16 * (double(s.M) * s.K + double(s.N) * s.K + double(s.M) * s.N);
-    case Op::router:
-      return bf16 * (double(s.T) * s.H + double(s.E) * s.H) + f32 * double(s.T) * s.E +
-             (i32 + f32) * double(s.T) * s.k;
-    case Op::moe_w4a16: {
-      // W13 [2I, H] and W2 [H, I]: half a byte per code and one bf16 scale per
-      // group, then the same weights in bf16 and in fp32
-      const double per_expert = 3.0 * s.I * s.H * (0.5 + bf16 / ref::kGroupSize + bf16 + f32);
-      return bf16 * 2.0 * s.M * s.H + (i32 + f32) * double(s.M) * s.k + s.E_local * per_expert;
-    }
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string printable(const std::string& v) {
@@ -134,6 +114,19 @@ std::string printable(const std::string& v) {
     } else out += char(c);
   }
   return out;
+}
+
+const char* routing_kind_name(RoutingKind kind) {
+  switch (kind) {
+    case RoutingKind::uniform: return "uniform";
+    case RoutingKind::zipf: return "zipf";
+    case RoutingKind::file: return "file";
+  }
+  return "?";
+}
+
+const char* aggregate_name(ScoringRule::Aggregate a) {
+  return a == ScoringRule::Aggregate::regimes ? "regimes" : "shapes";
 }
 
 const char* op_name(Op op) {
@@ -174,9 +167,10 @@ class Parser {
 
   std::vector<Shape> shapes(const toml::table& root) {
     for (auto&& [key, node] : root)
-      if (key.str() != "shape")
+      if (key.str() != "shape" && key.str() != "scoring")
         fail(key.source().begin.line, std::string(key.str()),
-             "not allowed outside a [[shape]] table (the file holds only [[shape]] tables)");
+             "not allowed outside a [[shape]] table (the file holds [[shape]] tables and an optional [scoring] "
+             "table)");
     const toml::node* list = root.get("shape");
     if (!list) fail(1, "shape", "no [[shape]] tables in the file");
     const toml::array* arr = list->as_array();
@@ -188,6 +182,62 @@ class Parser {
     return out;
   }
 
+  // The optional [scoring] table (ScoringRule); its fields' messages name them
+  // scoring.FIELD.
+  ScoringRule scoring(const toml::table& root, const std::vector<Shape>& shapes) const {
+    ScoringRule rule;
+    const toml::node* node = root.get("scoring");
+    if (!node) return rule;
+    const toml::table* t = node->as_table();
+    if (!t) fail(node->source().begin.line, "scoring", "must be a table, written [scoring]");
+    for (auto&& [key, n] : *t)
+      if (key.str() != "aggregate" && key.str() != "weights" && key.str() != "failed")
+        fail(key.source().begin.line, "scoring." + std::string(key.str()),
+             "unknown field (a [scoring] table has aggregate, weights and failed)");
+    if (const toml::node* n = t->get("aggregate")) {
+      const std::string v = n->is_string() ? n->as_string()->get() : "";
+      if (v == "regimes") rule.aggregate = ScoringRule::Aggregate::regimes;
+      else if (v != "shapes")
+        fail(n->source().begin.line, "scoring.aggregate",
+             "expected \"shapes\" or \"regimes\", got " +
+                 (n->is_string() ? "'" + printable(v) + "'" : std::string(type_phrase(n->type()))));
+    }
+    if (const toml::node* n = t->get("weights")) {
+      const int line = n->source().begin.line;
+      if (rule.aggregate != ScoringRule::Aggregate::regimes)
+        fail(line, "scoring.weights", "weights apply to aggregate = \"regimes\" only");
+      const toml::table* w = n->as_table();
+      if (!w) fail(line, "scoring.weights", std::string("expected a table, got ") + type_phrase(n->type()));
+      std::vector<std::string> regimes;  // of the file, in order of first appearance
+      for (const Shape& s : shapes)
+        if (std::find(regimes.begin(), regimes.end(), s.regime) == regimes.end()) regimes.push_back(s.regime);
+      for (auto&& [key, v] : *w) {
+        const std::string field = "scoring.weights." + printable(std::string(key.str()));
+        if (std::find(regimes.begin(), regimes.end(), std::string(key.str())) == regimes.end())
+          fail(key.source().begin.line, field, "no shape of the file has this regime");
+        const double x = v.is_integer() ? double(v.as_integer()->get())
+                                        : v.is_floating_point() ? v.as_floating_point()->get() : NAN;
+        if (!(x > 0 && x <= 1e6))
+          fail(v.source().begin.line, field, "expected a number above 0 and at most 1e6");
+        rule.regime_weights[std::string(key.str())] = x;
+      }
+      for (const std::string& r : regimes)
+        if (!rule.regime_weights.count(r))
+          fail(line, "scoring.weights", "no weight for regime '" + r + "' (give every regime one, or none)");
+    }
+    if (const toml::node* n = t->get("failed")) {
+      const bool none = n->is_string() && n->as_string()->get() == "none";
+      const double x = n->is_integer() ? double(n->as_integer()->get())
+                                       : n->is_floating_point() ? n->as_floating_point()->get() : NAN;
+      if (!none && !(x > 0 && x <= 1))
+        fail(n->source().begin.line, "scoring.failed",
+             "expected \"none\" (a failed shape voids the aggregate) or a speedup above 0 and at most 1 that a "
+             "failed shape counts as");
+      rule.failed_speedup = none ? 0 : x;
+    }
+    return rule;
+  }
+
  private:
   std::string path_;
   std::map<std::string, int> name_lines_;  // for duplicate names
@@ -197,9 +247,10 @@ class Parser {
     s.line = t.source().begin.line;
     for (auto&& [key, node] : t) {
       const std::string k(key.str());
-      if (k != "name" && k != "op" && k != "regime" && !is_dim_of_any_op(k))
+      if (k != "name" && k != "op" && k != "regime" && !is_dim_of_any_op(k) && !is_routing_key(k))
         fail(key.source().begin.line, k,
-             "unknown field (a shape has name, op, regime and its op's dims)");
+             "unknown field (a shape has name, op, regime, its op's dims and, for moe_w4a16, routing, skew, "
+             "trace)");
     }
     s.name = string_field(t, "name", s.line);
     const std::string op = string_field(t, "op", s.line);
@@ -222,6 +273,11 @@ class Parser {
     for (auto&& [key, node] : t) {
       const std::string k(key.str());
       if (k == "name" || k == "op" || k == "regime") continue;
+      if (is_routing_key(k)) {
+        if (s.op != Op::moe_w4a16)
+          fail(key.source().begin.line, k, std::string("only op moe_w4a16 has a routing (op ") + op_name(s.op) + ")");
+        continue;
+      }
       bool ours = false;
       for (const OpDim& d : op_dims(s.op)) ours |= k == d.name;
       if (!ours)
@@ -257,7 +313,47 @@ class Parser {
       throw InputError(path_ + ":" + std::to_string(s.line) + ": fields " + dim_list(s.op) + ": " +
                        m.str());
     }
+    if (s.op == Op::moe_w4a16) s.routing = routing(s, t);
     return s;
+  }
+
+  // routing = "uniform" (the default) | "zipf" with skew | "file" with trace.
+  RoutingSpec routing(const Shape& s, const toml::table& t) const {
+    RoutingSpec r;
+    if (const toml::node* n = t.get("routing")) {
+      if (!n->is_string())
+        fail(n->source().begin.line, "routing", std::string("expected a string, got ") + type_phrase(n->type()));
+      const std::string v = n->as_string()->get();
+      if (v == "zipf") r.kind = RoutingKind::zipf;
+      else if (v == "file") r.kind = RoutingKind::file;
+      else if (v != "uniform")
+        fail(n->source().begin.line, "routing", "unknown routing '" + printable(v) + "' (expected uniform, zipf or file)");
+    }
+    const std::string kind = std::string("routing \"") + routing_kind_name(r.kind) + "\"";
+    auto only_with = [&](const char* field, RoutingKind needs, const char* needs_name) {
+      const toml::node* n = t.get(field);
+      if (n && r.kind != needs)
+        fail(n->source().begin.line, field,
+             std::string("only routing \"") + needs_name + "\" has a " + field + " (this shape's is " + kind + ")");
+      if (!n && r.kind == needs) fail(line_of(t, "routing"), field, "missing (" + kind + " needs a " + field + ")");
+      return n;
+    };
+    if (const toml::node* n = only_with("skew", RoutingKind::zipf, "zipf")) {
+      if (!n->is_number())
+        fail(n->source().begin.line, "skew", std::string("expected a number, got ") + type_phrase(n->type()));
+      r.skew = n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
+      if (!(r.skew > 0 && r.skew <= kMaxSkew)) {
+        std::ostringstream m;
+        m << "must be above 0 and at most " << kMaxSkew << " (got " << r.skew << ")";
+        fail(n->source().begin.line, "skew", m.str());
+      }
+    }
+    if (const toml::node* n = only_with("trace", RoutingKind::file, "file")) {
+      if (!n->is_string())
+        fail(n->source().begin.line, "trace", std::string("expected a string, got ") + type_phrase(n->type()));
+      r.trace = load_routing_trace(path_, n->source().begin.line, n->as_string()->get(), s);
+    }
+    return r;
   }
 
   static int line_of(const toml::table& t, const char* key) {
@@ -341,8 +437,13 @@ ShapesFile parse_shapes(const std::string& text, const std::string& path) {
   }
   ShapesFile f;
   f.path = path;
-  f.shapes = Parser(path).shapes(root);
-  f.sha256 = sha256_string(text);
+  Parser parser(path);
+  f.shapes = parser.shapes(root);
+  f.scoring = parser.scoring(root, f.shapes);
+  std::string identity = text;
+  for (const Shape& s : f.shapes)
+    if (s.routing.trace) identity += "\n" + s.routing.trace->sha256;
+  f.sha256 = sha256_string(identity);
   return f;
 }
 

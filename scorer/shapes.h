@@ -2,6 +2,9 @@
 // (shapes.toml is the public set) and validated before any GPU work.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,6 +29,31 @@ class InputError : public std::runtime_error {
 // one line.
 std::string printable(const std::string& v);
 
+// A recorded routing (shapes.toml: routing = "file", trace = "PATH"): per
+// token k global expert ids and their weights, in the trace's order. Read and
+// validated with the shapes file (scorer/routing_trace.h).
+struct RoutingTrace {
+  std::string path;              // as the messages show it: the shapes file's directory joined with `trace`
+  std::string sha256;            // of its bytes, part of the shapes file's identity
+  int k = 0;
+  std::vector<int32_t> ids;      // [tokens, k]
+  std::vector<float> weights;    // [tokens, k]
+  int tokens() const { return k ? int(ids.size() / size_t(k)) : 0; }
+};
+
+// How a moe_w4a16 shape's routing is drawn for each call (scorer/workload.h):
+//   uniform: each token picks k distinct global experts uniformly;
+//   zipf:    expert popularity falls as rank^-skew (the hottest first), over a
+//            seeded permutation of the ids, k distinct picks per token;
+//   file:    windows of M consecutive tokens of a recorded trace.
+enum class RoutingKind { uniform, zipf, file };
+const char* routing_kind_name(RoutingKind kind);  // "uniform", "zipf", "file"
+struct RoutingSpec {
+  RoutingKind kind = RoutingKind::uniform;
+  double skew = 0;                               // zipf only
+  std::shared_ptr<const RoutingTrace> trace;     // file only
+};
+
 // One shape. Only the dims of its op are meaningful; the rest stay 0.
 struct Shape {
   std::string name;
@@ -40,6 +68,7 @@ struct Shape {
   int T = 0, E = 0, k = 0;
   // moe_w4a16: M, H, I, E_global, E_local, k, ep_rank
   int H = 0, I = 0, E_global = 0, E_local = 0, ep_rank = 0;
+  RoutingSpec routing;  // moe_w4a16 only
 
   std::string dims_string() const;  // "M=32 N=6144 K=4096": the op's dims in order
 };
@@ -55,10 +84,32 @@ struct OpDim {
 };
 const std::vector<OpDim>& op_dims(Op op);
 
+// How per-shape speedups make one number (shapes.toml's optional [scoring]
+// table; computed by scorer/stats.h):
+//   aggregate = "shapes":  the geometric mean over shapes (the default);
+//               "regimes": the geometric mean over regimes of each regime's
+//               geometric mean over its shapes, weighted by [scoring.weights]
+//               (one positive weight per regime of the file) or equally;
+//   failed = "none": a failed shape leaves the run with no aggregate (the
+//               default); a number in (0, 1]: a failed shape counts as that
+//               speedup (e.g. 0.5).
+struct ScoringRule {
+  enum class Aggregate { shapes, regimes };
+  Aggregate aggregate = Aggregate::shapes;       // geomean over shapes, or over regime geomeans
+  std::map<std::string, double> regime_weights;  // empty: equal weights
+  double failed_speedup = 0;   // 0: a failed shape leaves the run with no aggregate;
+                               // > 0: a failed shape counts as this speedup (e.g. 0.5)
+};
+const char* aggregate_name(ScoringRule::Aggregate a);  // "shapes", "regimes"
+
 struct ShapesFile {
   std::string path;
-  std::string sha256;  // of the file's bytes
+  // Of the file's bytes; where shapes replay traces, of the file's bytes
+  // followed by each trace's sha256 in file order, so that a changed trace
+  // is another shapes file to diff.
+  std::string sha256;
   std::vector<Shape> shapes;
+  ScoringRule scoring;
 };
 
 // Parses and validates; throws InputError on the first problem.

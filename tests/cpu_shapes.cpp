@@ -9,10 +9,13 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <sys/stat.h>
 #include <vector>
 
+#include "scorer/routing_trace.h"
 #include "scorer/sha256.h"
 #include "scorer/shapes.h"
+#include "tests/temp_dir.h"
 
 using scorer::InputError;
 using scorer::Op;
@@ -147,7 +150,8 @@ TEST_CASE("missing, mistyped and unknown fields") {
   CHECK(error_of("[[shape]]\nname = 7\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
         "t.toml:2: field 'name': expected a string, got an integer");
   CHECK(error_of(dense("d", "32", "64", "128", "Kk = 1\n")) ==
-        "t.toml:8: field 'Kk': unknown field (a shape has name, op, regime and its op's dims)");
+        "t.toml:8: field 'Kk': unknown field (a shape has name, op, regime, its op's dims and, for moe_w4a16, "
+        "routing, skew, trace)");
   CHECK(error_of(dense("d", "32", "64", "128", "E = 8\n")) ==
         "t.toml:8: field 'E': not a dim of op dense (its dims: M, N, K)");
   CHECK(error_of("[[shape]]\nname = \"c\"\nop = \"conv\"\nregime = \"r\"\n") ==
@@ -170,16 +174,16 @@ TEST_CASE("names and regimes: pattern and uniqueness, shown on one line") {
   CHECK(error_of(dense("a\\tb")) == "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"a\\x09b\")");
 }
 
-TEST_CASE("the file holds [[shape]] tables and nothing else") {
+TEST_CASE("the file holds [[shape]] tables and a [scoring] table, nothing else") {
   CHECK(error_of("") == "t.toml:1: field 'shape': no [[shape]] tables in the file");
   CHECK(error_of("# only a comment\n\n") ==
         "t.toml:1: field 'shape': no [[shape]] tables in the file");
   CHECK(error_of("seed = 1\n" + dense()) ==
-        "t.toml:1: field 'seed': not allowed outside a [[shape]] table (the file holds only "
-        "[[shape]] tables)");
+        "t.toml:1: field 'seed': not allowed outside a [[shape]] table (the file holds [[shape]] tables and "
+        "an optional [scoring] table)");
   CHECK(error_of(dense() + "\n[defaults]\nM = 4\n") ==
-        "t.toml:9: field 'defaults': not allowed outside a [[shape]] table (the file holds only "
-        "[[shape]] tables)");
+        "t.toml:9: field 'defaults': not allowed outside a [[shape]] table (the file holds [[shape]] tables and "
+        "an optional [scoring] table)");
   CHECK(error_of("[shape]\nname = \"d\"\n") ==
         "t.toml:1: field 'shape': must be an array of tables, written [[shape]]");
 }
@@ -246,9 +250,10 @@ TEST_CASE("impossible shapes: beyond what the baselines run") {
 }
 
 TEST_CASE("shapes too large for device memory are refused") {
-  // 3 matrices of 200000 x 200000 bf16: about 224 GiB.
+  // 3 matrices of 200000 x 200000 bf16 (about 224 GiB) and the reference's
+  // fp32 output (149 GiB).
   const std::string big = error_of(dense("big", "200000", "200000", "200000"));
-  CHECK(big.rfind("t.toml:1: fields M, N, K: shape 'big' takes 223.5 GiB of device memory per weight set, "
+  CHECK(big.rfind("t.toml:1: fields M, N, K: shape 'big' takes 372.5 GiB of device memory per weight set, "
                   "more than the limit of 32.0 GiB",
                   0) == 0);
   // A pooler's hidden states are sized by its longest possible draw, B*max_len
@@ -321,4 +326,194 @@ TEST_CASE("sha256 of strings and files") {
   CHECK(of_file.size() == 64);
   CHECK(of_file != scorer::sha256_string(bytes.substr(1)));
   CHECK_THROWS_AS(scorer::sha256_file("no-such-file"), std::runtime_error);
+}
+
+// ---------------------------------------------------------------- routing
+
+namespace {
+
+// A small moe shape (k = 2 of 8 experts, M = 2) with routing fields from line 12.
+std::string small_moe(const std::string& routing_lines) { return moe(2, 128, 128, 8, 8, 2, 0) + routing_lines; }
+
+// Four tokens, two windows of the shape above.
+const char* kTrace = "# ids | weights\n0 1 | 0.75 0.25\n\n2 7 | 0.5 0.5\n3 4 | 1 0\n5 6 | 0.6 0.4\n";
+
+}  // namespace
+
+TEST_CASE("moe routing fields: uniform by default, zipf with a skew, file with a trace") {
+  CHECK(parse_shapes(small_moe(""), "t.toml").shapes[0].routing.kind == scorer::RoutingKind::uniform);
+  CHECK(parse_shapes(small_moe("routing = \"uniform\"\n"), "t.toml").shapes[0].routing.kind ==
+        scorer::RoutingKind::uniform);
+  const scorer::Shape z = parse_shapes(small_moe("routing = \"zipf\"\nskew = 1.2\n"), "t.toml").shapes[0];
+  CHECK(z.routing.kind == scorer::RoutingKind::zipf);
+  CHECK(z.routing.skew == 1.2);
+  CHECK(parse_shapes(small_moe("routing = \"zipf\"\nskew = 2\n"), "t.toml").shapes[0].routing.skew == 2.0);
+
+  test_util::TempDir dir("cpu_shapes");
+  dir.write("traces/t.txt", kTrace);
+  const std::string text = small_moe("routing = \"file\"\ntrace = \"traces/t.txt\"\n");
+  const std::string path = dir.write("shapes.toml", text);
+  const scorer::ShapesFile f = scorer::load_shapes(path);
+  const scorer::Shape& s = f.shapes[0];
+  REQUIRE(s.routing.kind == scorer::RoutingKind::file);
+  REQUIRE(s.routing.trace);
+  CHECK(s.routing.trace->path == (dir.path / "traces/t.txt").string());
+  CHECK(s.routing.trace->tokens() == 4);
+  CHECK(s.routing.trace->ids == std::vector<int32_t>{0, 1, 2, 7, 3, 4, 5, 6});
+  CHECK(s.routing.trace->weights == std::vector<float>{0.75f, 0.25f, 0.5f, 0.5f, 1, 0, 0.6f, 0.4f});
+  // The trace is part of the shapes file's identity.
+  CHECK(f.sha256 == scorer::sha256_string(text + "\n" + scorer::sha256_string(kTrace)));
+  dir.write("traces/t.txt", std::string(kTrace) + "1 2 | 0.5 0.5\n");
+  CHECK(scorer::load_shapes(path).sha256 != f.sha256);
+}
+
+TEST_CASE("moe routing fields: each mistake named by line and field") {
+  CHECK(error_of(dense("d", "32", "64", "128", "routing = \"zipf\"\n")) ==
+        "t.toml:8: field 'routing': only op moe_w4a16 has a routing (op dense)");
+  CHECK(error_of(small_moe("routing = \"poisson\"\n")) ==
+        "t.toml:12: field 'routing': unknown routing 'poisson' (expected uniform, zipf or file)");
+  CHECK(error_of(small_moe("routing = 3\n")) == "t.toml:12: field 'routing': expected a string, got an integer");
+  CHECK(error_of(small_moe("routing = \"zipf\"\n")) ==
+        "t.toml:12: field 'skew': missing (routing \"zipf\" needs a skew)");
+  CHECK(error_of(small_moe("skew = 1.0\n")) ==
+        "t.toml:12: field 'skew': only routing \"zipf\" has a skew (this shape's is routing \"uniform\")");
+  CHECK(error_of(small_moe("routing = \"zipf\"\nskew = 0\n")) ==
+        "t.toml:13: field 'skew': must be above 0 and at most 8 (got 0)");
+  CHECK(error_of(small_moe("routing = \"zipf\"\nskew = 8.5\n")) ==
+        "t.toml:13: field 'skew': must be above 0 and at most 8 (got 8.5)");
+  CHECK(error_of(small_moe("routing = \"zipf\"\nskew = \"1\"\n")) ==
+        "t.toml:13: field 'skew': expected a number, got a string");
+  CHECK(error_of(small_moe("routing = \"file\"\n")) ==
+        "t.toml:12: field 'trace': missing (routing \"file\" needs a trace)");
+  CHECK(error_of(small_moe("routing = \"zipf\"\nskew = 1\ntrace = \"t.txt\"\n")) ==
+        "t.toml:14: field 'trace': only routing \"file\" has a trace (this shape's is routing \"zipf\")");
+  CHECK(error_of(small_moe("routing = \"file\"\ntrace = 5\n")) ==
+        "t.toml:13: field 'trace': expected a string, got an integer");
+}
+
+TEST_CASE("trace paths: inside the shapes file's directory, a regular file, two windows long") {
+  test_util::TempDir dir("cpu_shapes");
+  dir.write("t.txt", kTrace);
+  auto error_with = [&](const std::string& trace) {
+    const std::string path = dir.write("sub/shapes.toml", small_moe("routing = \"file\"\ntrace = \"" + trace + "\"\n"));
+    try {
+      scorer::load_shapes(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string at = (dir.path / "sub/shapes.toml").string() + ":13: field 'trace': ";
+  const std::string sub = (dir.path / "sub").string();
+  CHECK(error_with("/etc/passwd") == at + "must be a path relative to the shapes file's directory (got \"/etc/passwd\")");
+  CHECK(error_with("") == at + "must be a path relative to the shapes file's directory (got \"\")");
+  CHECK(error_with("../t.txt") == at + "\"../t.txt\" leaves the shapes file's directory (" + sub + ")");
+  CHECK(error_with("a/../../t.txt") == at + "\"a/../../t.txt\" leaves the shapes file's directory (" + sub + ")");
+  // A link inside that points outside leaves too.
+  std::filesystem::create_symlink(dir.path / "t.txt", dir.path / "sub/link.txt");
+  CHECK(error_with("link.txt") == at + "\"link.txt\" leaves the shapes file's directory (" + sub + ")");
+  CHECK(error_with("missing.txt") == at + sub + "/missing.txt: cannot read: No such file or directory");
+  std::filesystem::create_directories(dir.path / "sub/d");
+  CHECK(error_with("d") == at + sub + "/d: not a regular file");
+  REQUIRE(mkfifo((dir.path / "sub/fifo").c_str(), 0600) == 0);
+  CHECK(error_with("fifo") == at + sub + "/fifo: not a regular file");
+  dir.write("sub/short.txt", "0 1 | 1 0\n2 3 | 1 0\n3 4 | 1 0\n");
+  CHECK(error_with("short.txt") == at + sub +
+                                       "/short.txt holds 3 tokens, fewer than two windows of M = 2 (consecutive "
+                                       "calls must replay different windows)");
+  dir.write("sub/ok.txt", kTrace);
+  CHECK(error_with("ok.txt") == "(no error)");
+  CHECK(error_with("./d/../ok.txt") == "(no error)");
+  // The content's errors name the trace file, its line and field.
+  dir.write("sub/bad.txt", "0 1 | 1 0\n0 9 | 1 0\n");
+  CHECK(error_with("bad.txt") == sub + "/bad.txt:2: field 'ids': expert 9 out of range (0 to E_global-1 = 7)");
+}
+
+TEST_CASE("trace content: one token per line, k distinct ids, k finite weights") {
+  const scorer::Shape s = parse_shapes(small_moe(""), "t.toml").shapes[0];
+  auto error_in = [&](const std::string& text) {
+    try {
+      scorer::parse_routing_trace(text, "tr.txt", s);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error_in("0 1 | 0.5 0.5\r\n# comment\n   \n\t2 3|1 0\n") == "(no error)");
+  CHECK(error_in("") == "tr.txt:1: field 'ids': no tokens in the trace");
+  CHECK(error_in("# only\n\n") == "tr.txt:2: field 'ids': no tokens in the trace");
+  CHECK(error_in("0 1 0.5 0.5\n") ==
+        "tr.txt:1: field 'ids': expected 'ID ... ID | WEIGHT ... WEIGHT' (k ids, one '|', k weights)");
+  CHECK(error_in("0 1 | 0.5 | 0.5\n") ==
+        "tr.txt:1: field 'ids': expected 'ID ... ID | WEIGHT ... WEIGHT' (k ids, one '|', k weights)");
+  CHECK(error_in("0 1 | 1 0\n0 1 2 | 1 0 0\n") == "tr.txt:2: field 'ids': expected k = 2 expert ids, got 3");
+  CHECK(error_in("0 x | 1 0\n") == "tr.txt:1: field 'ids': expected an integer, got 'x'");
+  CHECK(error_in("0 1.0 | 1 0\n") == "tr.txt:1: field 'ids': expected an integer, got '1.0'");
+  CHECK(error_in("-1 1 | 1 0\n") == "tr.txt:1: field 'ids': expert -1 out of range (0 to E_global-1 = 7)");
+  CHECK(error_in("8 1 | 1 0\n") == "tr.txt:1: field 'ids': expert 8 out of range (0 to E_global-1 = 7)");
+  CHECK(error_in("3 3 | 1 0\n") == "tr.txt:1: field 'ids': expert 3 given twice in one token");
+  CHECK(error_in("0 1 | 1\n") == "tr.txt:1: field 'weights': expected k = 2 weights, got 1");
+  CHECK(error_in("0 1 | 1 w\n") == "tr.txt:1: field 'weights': expected a number, got 'w'");
+  CHECK(error_in("0 1 | 1 nan\n") == "tr.txt:1: field 'weights': must be finite and at least 0 (got nan)");
+  CHECK(error_in("0 1 | 1 1e39\n") == "tr.txt:1: field 'weights': must be finite and at least 0 (got 1e39)");
+  CHECK(error_in("0 1 | 1 -0.5\n") == "tr.txt:1: field 'weights': must be finite and at least 0 (got -0.5)");
+  CHECK(error_in("0 1 | 1 0\x01\n") == "tr.txt:1: field 'weights': expected a number, got '0\\x01'");
+}
+
+// ---------------------------------------------------------------- [scoring]
+
+TEST_CASE("[scoring]: the default rule, and each field") {
+  const scorer::ScoringRule d = parse_shapes(dense(), "t.toml").scoring;
+  CHECK(d.aggregate == scorer::ScoringRule::Aggregate::shapes);
+  CHECK(d.regime_weights.empty());
+  CHECK(d.failed_speedup == 0);
+
+  const std::string two = dense("a") + "\n" + small_moe("");  // regimes r and moe
+  const scorer::ScoringRule r = parse_shapes(two +
+                                                 "\n[scoring]\naggregate = \"regimes\"\nfailed = 0.5\n"
+                                                 "weights = { r = 1, moe = 0.25 }\n",
+                                             "t.toml")
+                                    .scoring;
+  CHECK(r.aggregate == scorer::ScoringRule::Aggregate::regimes);
+  CHECK(r.regime_weights == std::map<std::string, double>{{"r", 1.0}, {"moe", 0.25}});
+  CHECK(r.failed_speedup == 0.5);
+  // [scoring] may come first, and its weights be a table of their own.
+  const scorer::ShapesFile f = parse_shapes(
+      "[scoring]\naggregate = \"shapes\"\nfailed = \"none\"\n\n" + two, "t.toml");
+  CHECK(f.shapes.size() == 2);
+  CHECK(f.scoring.aggregate == scorer::ScoringRule::Aggregate::shapes);
+  CHECK(f.scoring.failed_speedup == 0);
+  CHECK(parse_shapes(two + "[scoring]\naggregate = \"regimes\"\n[scoring.weights]\nr = 2\nmoe = 1\n", "t.toml")
+            .scoring.regime_weights.at("r") == 2.0);
+  CHECK(std::string(scorer::aggregate_name(scorer::ScoringRule::Aggregate::regimes)) == "regimes");
+}
+
+TEST_CASE("[scoring]: each mistake named by line and field") {
+  const std::string two = dense("a") + "\n" + small_moe("") + "\n";  // 20 lines; [scoring] on line 21
+  CHECK(error_of(two + "[scoring]\nmean = \"x\"\n") ==
+        "t.toml:22: field 'scoring.mean': unknown field (a [scoring] table has aggregate, weights and failed)");
+  CHECK(error_of(two + "[scoring]\naggregate = \"mean\"\n") ==
+        "t.toml:22: field 'scoring.aggregate': expected \"shapes\" or \"regimes\", got 'mean'");
+  CHECK(error_of(two + "[scoring]\naggregate = 1\n") ==
+        "t.toml:22: field 'scoring.aggregate': expected \"shapes\" or \"regimes\", got an integer");
+  CHECK(error_of(two + "[scoring]\nweights = { r = 1, moe = 1 }\n") ==
+        "t.toml:22: field 'scoring.weights': weights apply to aggregate = \"regimes\" only");
+  const std::string reg = two + "[scoring]\naggregate = \"regimes\"\n";
+  CHECK(error_of(reg + "weights = 2\n") == "t.toml:23: field 'scoring.weights': expected a table, got an integer");
+  CHECK(error_of(reg + "weights = { r = 1, moe = 1, dense = 1 }\n") ==
+        "t.toml:23: field 'scoring.weights.dense': no shape of the file has this regime");
+  CHECK(error_of(reg + "weights = { r = 1 }\n") ==
+        "t.toml:23: field 'scoring.weights': no weight for regime 'moe' (give every regime one, or none)");
+  CHECK(error_of(reg + "weights = { r = 1, moe = 0 }\n") ==
+        "t.toml:23: field 'scoring.weights.moe': expected a number above 0 and at most 1e6");
+  CHECK(error_of(reg + "weights = { r = 1, moe = \"2\" }\n") ==
+        "t.toml:23: field 'scoring.weights.moe': expected a number above 0 and at most 1e6");
+  const std::string failed_msg =
+      "field 'scoring.failed': expected \"none\" (a failed shape voids the aggregate) or a speedup above 0 and "
+      "at most 1 that a failed shape counts as";
+  CHECK(error_of(two + "[scoring]\nfailed = 2\n") == "t.toml:22: " + failed_msg);
+  CHECK(error_of(two + "[scoring]\nfailed = 0\n") == "t.toml:22: " + failed_msg);
+  CHECK(error_of(two + "[scoring]\nfailed = \"zero\"\n") == "t.toml:22: " + failed_msg);
+  CHECK(error_of(two + "[[scoring]]\nfailed = 0.5\n") == "t.toml:21: field 'scoring': must be a table, written [scoring]");
+  CHECK(error_of("scoring = 1\n" + two) == "t.toml:1: field 'scoring': must be a table, written [scoring]");
 }
