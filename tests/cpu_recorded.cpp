@@ -25,7 +25,7 @@ std::string error_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("recorded: the shipped H200 file has both times for every public shape but the one not measured") {
+TEST_CASE("recorded: the shipped H200 file has both times for every public shape but those not measured") {
   Recorded rec = load_recorded("baselines/h200-serving-stack.toml");
   ShapesFile shapes = load_shapes("shapes.toml");
   CHECK(rec.gpu == "NVIDIA H200");
@@ -33,7 +33,10 @@ TEST_CASE("recorded: the shipped H200 file has both times for every public shape
   std::set<std::string> names;
   for (const Shape& s : shapes.shapes) {
     names.insert(s.name);
-    const bool measured = s.name != "moe_dsv3ep8r5_m32";
+    // rank 5, and the shapes added with the zipf and trace routings after the measurement
+    const std::set<std::string> unmeasured = {"moe_dsv3ep8r5_m32", "moe_dsv3ep8_zipf_m32", "moe_mixtral_hot_m64",
+                                              "moe_dsv3ep8_trace_m32"};
+    const bool measured = !unmeasured.count(s.name);
     CHECK_MESSAGE(rec.us.count(s.name) == measured, s.name);
     CHECK_MESSAGE(rec.graph_us.count(s.name) == measured, s.name);
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -51,13 +52,19 @@ std::string moe(int M, int H, int I, int E_global, int E_local, int k, int ep_ra
          "\nk = " + std::to_string(k) + "\nep_rank = " + std::to_string(ep_rank) + "\n";
 }
 
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 }  // namespace
 
-TEST_CASE("the public shapes.toml parses into its 24 shapes") {
+TEST_CASE("the public shapes.toml parses into its 27 shapes") {
   const scorer::ShapesFile f = scorer::load_shapes("shapes.toml");
-  REQUIRE(f.shapes.size() == 24);
+  REQUIRE(f.shapes.size() == 27);
   CHECK(f.path == "shapes.toml");
-  CHECK(f.sha256 == scorer::sha256_file("shapes.toml"));
 
   std::set<std::string> names;
   int per_op[4] = {};
@@ -67,15 +74,15 @@ TEST_CASE("the public shapes.toml parses into its 24 shapes") {
     CHECK(s.line > 0);
     CHECK(!s.regime.empty());
   }
-  CHECK(names.size() == 24);
+  CHECK(names.size() == 27);
   CHECK(per_op[int(Op::pooler)] == 4);
   CHECK(per_op[int(Op::dense)] == 4);
   CHECK(per_op[int(Op::router)] == 5);
-  CHECK(per_op[int(Op::moe_w4a16)] == 11);
+  CHECK(per_op[int(Op::moe_w4a16)] == 14);
 
   const scorer::Shape& p = f.shapes[0];
   CHECK(p.name == "pooler_b8_h1024");
-  CHECK(p.line == 8);
+  CHECK(p.line == 28);
   CHECK(p.op == Op::pooler);
   CHECK(p.regime == "pooler-8");
   CHECK(p.B == 8);
@@ -96,6 +103,24 @@ TEST_CASE("the public shapes.toml parses into its 24 shapes") {
   CHECK(m.E_local == 32);
   CHECK(m.ep_rank == 5);
   CHECK(m.N == 0);  // dims of other ops stay 0
+  CHECK(m.routing.kind == scorer::RoutingKind::uniform);
+
+  // The routings beyond uniform, the trace part of the file's identity, and
+  // the declared scoring rule.
+  CHECK(f.shapes[24].name == "moe_dsv3ep8_zipf_m32");
+  CHECK(f.shapes[24].routing.kind == scorer::RoutingKind::zipf);
+  CHECK(f.shapes[24].routing.skew == 1.2);
+  CHECK(f.shapes[25].name == "moe_mixtral_hot_m64");
+  CHECK(f.shapes[25].routing.skew == 2.0);
+  const scorer::Shape& t = f.shapes[26];
+  CHECK(t.name == "moe_dsv3ep8_trace_m32");
+  REQUIRE(t.routing.trace);
+  CHECK(t.routing.trace->path == "shapes/dsv3_decode_trace.txt");
+  CHECK(t.routing.trace->tokens() == 1024);
+  CHECK(f.sha256 == scorer::sha256_string(file_text("shapes.toml") + "\n" +
+                                          scorer::sha256_file("shapes/dsv3_decode_trace.txt")));
+  CHECK(f.scoring.aggregate == scorer::ScoringRule::Aggregate::shapes);
+  CHECK(f.scoring.failed_speedup == 0);
 }
 
 TEST_CASE("op names round-trip") {

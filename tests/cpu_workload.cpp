@@ -123,6 +123,11 @@ TEST_CASE("zipf routing: the hottest experts take their share") {
     for (int e = 1; e < s.E_global; ++e) in += p[e] * p[0] / (1 - p[e]);
     CHECK(std::abs(hottest_in - in * s.M) < 5 * std::sqrt(in * (1 - in) * s.M));
   }
+  // The public moe_mixtral_hot_m64's skew: one expert is the first choice of
+  // over half the tokens (65.5%) and in over 90% of them; with k = 2 no expert
+  // can take more than half the routes (it takes 45%).
+  const std::vector<double> hot = scorer::zipf_popularity(8, 2.0);
+  CHECK(hot[0] == doctest::Approx(0.655).epsilon(0.001));
 }
 
 TEST_CASE("zipf pools keep one permutation: the same expert is hottest in every draw") {
@@ -184,6 +189,24 @@ TEST_CASE("each call takes a routing of the pool, never the previous call's") {
   for (uint64_t seed = 0; seed < 200; ++seed) CHECK(!(pool[scorer::pick_routing(pool, seed, 2)] == pool[2]));
   const std::vector<Routing> one(4, pool[0]);
   CHECK(scorer::pick_routing(one, 5, 1) >= 0);
+}
+
+TEST_CASE("the public moe shapes: 16 distinct routings each, distributions as declared") {
+  const scorer::ShapesFile f = scorer::load_shapes("shapes.toml");
+  int zipf = 0, file = 0;
+  for (const Shape& s : f.shapes) {
+    if (s.op != scorer::Op::moe_w4a16) continue;
+    CAPTURE(s.name);
+    zipf += s.routing.kind == RoutingKind::zipf;
+    file += s.routing.kind == RoutingKind::file;
+    const std::vector<Routing> pool = scorer::routing_pool(s, scorer::shape_seed(20261129, s));
+    for (size_t i = 0; i < pool.size(); ++i) {
+      check_well_formed(s, pool[i], s.routing.kind != RoutingKind::file);
+      for (size_t j = 0; j < i; ++j) CHECK(!(pool[i] == pool[j]));
+    }
+  }
+  CHECK(zipf >= 2);
+  CHECK(file >= 1);
 }
 
 TEST_CASE("bytes: the touched experts per draw, the pool's median, and the scorer's own copies") {
