@@ -14,19 +14,50 @@ namespace scorer {
 //   every element |out - ref| <= elem_rel * |ref| + elem_rms * rms(ref).
 // NaN or Inf anywhere fails. An element that is missing, stale or from the
 // wrong row is off by about rms(ref) and fails.
+//
+// Tight enough that precision cannot be bought: exact weights with fp32 sums
+// pass with margin, and weights quantized in prepare() to read fewer bytes
+// fail. Calibrated first by simulation with the scorer's input distributions
+// on every public dense and pooler shape (tests/cpu_precision.cpp):
+//   output rounded to bf16 alone     rel L2 0.17% (dense), 0.14% (pooler); every
+//                                    element within 2^-8 of itself: <= 0.39 of its bound
+//   pooler baseline (GEMM in bf16)   rel L2 0.17%, worst element 0.29 of its bound
+//   int8, a bf16 scale per 8         rel L2 0.44-0.47%  (1.5x the bound)
+//   int8, a bf16 scale per 16        rel L2 0.50-0.55%
+//   int8, a scale per row            rel L2 0.85-0.98%
+//   fp8 e4m3, a scale per row        rel L2 2.6-2.9%
+// (Under the former criteria, 1e-2 / 2% / 2%, int8 per 8 passed every draw,
+// its worst element at 0.9 of its bound, and int8 per row passed on L2.)
+// Measured on an H100 with `scorer check --checks 8`, every variant, worst
+// ratios rescaled to these bounds: dense, all 12 variants, split-K included:
+// rel L2 0.167-0.182% (0.56-0.61 of the bound), worst element 0.31-0.37 of
+// its bound; pooler, all 11: 0.144-0.146% (0.49), worst 0.17; moe default:
+// 0.166-0.173% (0.58), worst 0.27-0.36. The GPU tests run the quantized
+// kernels (tests/bad_kernels/quantized_*.cu) on every public dense and pooler
+// shape and require each to fail.
 struct Bf16Tolerance {
-  double rel_l2 = 1e-2;
-  double elem_rel = 2e-2;
-  double elem_rms = 2e-2;
+  double rel_l2 = 3e-3;
+  double elem_rel = 1e-2;
+  double elem_rms = 1e-2;
 };
 
-// The baseline is checked once before timing, as a guard against a scorer bug,
-// for finite values and relative L2 only: a serving stack's numerics are not
-// held to the submission's per-element bound (the MoE baseline, with
-// bf16-dequantized weights and bf16 intermediates, measured ~0.5% relative L2
-// with single elements past 2% of rms(ref)).
+// moe_w4a16's outputs: the kernels apply each int4 group's scale to fp32
+// partial sums, so the weights are exact and only the rounding of h and of
+// the output to bf16 remains; the bf16 criteria above then hold with margin.
+// Each variant's worst ratios to these bounds on the H200 (`scorer check
+// --variant moe_w4a16=NAME --checks 20`, every variant of `scorer list`):
+//   CALIBRATION PENDING (the H200 run): variant, rel L2 / bound, worst element / bound
+inline Bf16Tolerance moe_tolerance() { return Bf16Tolerance{}; }
+
+// The baseline is checked as a guard against a scorer bug, for finite values
+// and relative L2 <= 1e-2 only: a serving stack's numerics are not held to
+// the submission's bounds (the MoE baselines, with bf16-dequantized weights
+// and bf16 intermediates, reach ~0.5% relative L2 with single elements past
+// 2% of rms(ref)). The dense and pooler baselines, with exact weights, meet
+// the submission's bounds as well (tests/gpu_reference.cu holds them to them).
 inline Bf16Tolerance baseline_tolerance() {
   Bf16Tolerance t;
+  t.rel_l2 = 1e-2;
   t.elem_rel = t.elem_rms = 1e300;
   return t;
 }

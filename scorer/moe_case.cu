@@ -20,7 +20,7 @@ using submission::bf16;
 class MoeCase final : public OpCase {
  public:
   MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, variant_(cand.variant),
+      : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, cand_(cand),
         pool_(routing_pool(s, seed)),
         X_(size_t(s.M) * s.H * 2), ids_(size_t(s.M) * s.k * 4), wts_(size_t(s.M) * s.k * 4),
         ref_dev_(size_t(s.M) * s.H * 4), out_(size_t(s.M) * s.H * 2) {
@@ -58,14 +58,14 @@ class MoeCase final : public OpCase {
   void prepare_candidate() override {
     for (Set& set : sets_v_) {
       const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
-      set.cand = submission::make_moe(dims_, w, variant_);
+      set.cand = cand_.moe ? cand_.moe(dims_, w) : submission::make_moe(dims_, w, cand_.variant);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }
   void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
   void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
   void poison_outputs() override { out_.poison(stream_); }
-  CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_); }
+  CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_, moe_tolerance()); }
   CheckResult check_baseline(int) override { return check_bf16_output(out_, ref_, stream_, baseline_tolerance()); }
   double bytes() const override { return pool_min_bytes(s_, pool_); }
   double flops() const override { return pool_flops(s_, pool_); }
@@ -80,7 +80,7 @@ class MoeCase final : public OpCase {
   };
   Shape s_;
   submission::MoeDims dims_;
-  std::string variant_;
+  Candidate cand_;
   std::vector<Routing> pool_;
   int current_ = -1;  // the pool entry of the current inputs
   std::vector<Set> sets_v_;

@@ -58,18 +58,20 @@ class OpCase {
 };
 
 // The candidate is the submission's make_<op>(variant), unless the scorer's
-// own tests substitute a deliberately bad kernel (dense, pooler, router).
+// own tests substitute a deliberately bad kernel (dense, pooler, router, moe).
 // Op: the submission's interface (submission::Dense, ...); Dims and Weights: its arguments.
 template <class Op, class Dims, class Weights>
 using Maker = std::function<std::unique_ptr<Op>(const Dims&, const Weights&)>;
 using DenseMaker = Maker<submission::Dense, submission::DenseDims, submission::DenseWeights>;
 using PoolerMaker = Maker<submission::Pooler, submission::PoolerDims, submission::PoolerWeights>;
 using RouterMaker = Maker<submission::Router, submission::RouterDims, submission::RouterWeights>;
+using MoeMaker = Maker<submission::Moe, submission::MoeDims, submission::MoeWeights>;
 struct Candidate {
   std::string variant = "default";
   DenseMaker dense;    // each empty: the submission's
   PoolerMaker pooler;
   RouterMaker router;
+  MoeMaker moe;
 };
 
 // Draws `sets` weight sets from `seed` and prepares baseline and reference on

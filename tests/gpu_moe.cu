@@ -143,7 +143,7 @@ std::vector<double> reference(const MoeDims& d, const MoeWeightsHost& w, const M
 }
 
 void require_correct(const std::vector<uint16_t>& got, const std::vector<double>& want, const std::string& what) {
-  const scorer::CheckResult r = scorer::check_bf16(got.data(), want.data(), want.size());
+  const scorer::CheckResult r = scorer::check_bf16(got.data(), want.data(), want.size(), scorer::moe_tolerance());
   INFO(what << ": rel_l2 " << r.rel_l2 << ", worst element " << r.worst_elem);
   CHECK_MESSAGE(r.ok, r.reason);
 }
