@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "submission/submission.h"
 
@@ -61,28 +62,52 @@ std::unique_ptr<MoeReference> make_moe_reference(const submission::MoeDims&,
 
 // ---------------------------------------------------------------- baselines
 // What the speedups are measured against. Their run() follows the
-// submission's contract (no allocation, no sync, scorer's stream only).
+// submission's contract (no allocation, no sync, scorer's stream only),
+// except the MoE's named alternative cublas_grouped_sync. Each op's baselines
+// by name, and which one `--baseline OP=NAME` selects: reference/baselines.h.
 //   pooler: gather kernel + cuBLAS GEMM + bias/tanh kernel
 //   dense:  cuBLASLt GEMM, default heuristic
 //   router: cuBLAS GEMM with fp32 output + softmax/top-k kernel
-//   moe:    bf16 weights dequantized once in prepare; align kernel, gather,
-//           one grouped cuBLAS GEMM launch per stage (cublasGemmGroupedBatchedEx),
-//           SiLU-and-mul and weighted-combine kernels
+//   moe:    bf16 weights dequantized once in prepare; per call an alignment
+//           kernel, a gather, one batched cuBLAS GEMM per stage over blocks of
+//           routes (cublasGemmBatchedEx, device-built pointer arrays),
+//           SiLU-and-mul and weighted-combine kernels (moe_batched.cu)
 std::unique_ptr<submission::Pooler> make_pooler_baseline(const submission::PoolerDims&,
                                                          const submission::PoolerWeights&);
 std::unique_ptr<submission::Dense> make_dense_baseline(const submission::DenseDims&,
                                                        const submission::DenseWeights&);
 std::unique_ptr<submission::Router> make_router_baseline(const submission::RouterDims&,
                                                          const submission::RouterWeights&);
-std::unique_ptr<submission::Moe> make_moe_baseline(const submission::MoeDims&,
-                                                   const submission::MoeWeights&);
+// `name` as reference/baselines.h lists them ("default": the first).
+std::unique_ptr<submission::Moe> make_moe_baseline(const submission::MoeDims&, const submission::MoeWeights&,
+                                                   const std::string& name = "default");
+std::unique_ptr<submission::Moe> make_moe_batched_baseline(const submission::MoeDims&,
+                                                           const submission::MoeWeights&);
+// The former default: the per-expert counts read back to the host inside
+// run() (one stream sync: cuBLAS's grouped GEMM takes group sizes from host
+// memory), as an eager serving stack does; so the scorer times it without the
+// held stream and never captures it.
+std::unique_ptr<submission::Moe> make_moe_grouped_sync_baseline(const submission::MoeDims&,
+                                                                const submission::MoeWeights&);
 
-// cuBLAS's grouped GEMM takes each group's size from host memory, so the MoE
-// baseline reads the per-expert token counts back inside run() (one stream
-// synchronisation, as an eager serving stack does). The scorer therefore times
-// it without holding the stream behind a blocking kernel, and cannot capture it
-// in a CUDA graph. Every other baseline follows the submission's contract.
-constexpr bool kMoeBaselineSynchronizes = true;
+// The batched MoE baseline's blocks: B rows each, the smallest power of two
+// holding M (all of an expert's routes in one block) up to 64, beyond which a
+// block's GEMM work grows faster than the count of blocks falls.
+constexpr int moe_batched_block_rows(int M) {
+  int b = 1;
+  while (b < M && b < 64) b *= 2;
+  return b;
+}
+// The most blocks a routing can take, known on the host: with t experts
+// touched by R = M*k routes, the sum over experts of ceil(n_e/B) is at most
+// t + floor((R - t)/B), which grows with t <= min(E_local, R); and no expert
+// takes more than ceil(M/B) blocks (a token routes to an expert once).
+constexpr int moe_batched_max_blocks(const submission::MoeDims& d) {
+  const long R = long(d.M) * d.k, B = moe_batched_block_rows(d.M);
+  const long t = R < d.E_local ? R : d.E_local;
+  const long by_routes = t + (R - t) / B, by_experts = long(d.E_local) * ((d.M + B - 1) / B);
+  return int(by_routes < by_experts ? by_routes : by_experts);
+}
 
 // Beyond each op's "Valid:" rules, the baselines keep a row of experts in one
 // block's shared memory, within the 48 KiB every launch gets: the router's

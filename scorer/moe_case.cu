@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "reference/baselines.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
 #include "scorer/op_case.h"
@@ -17,10 +18,18 @@ namespace {
 
 using submission::bf16;
 
+bool synchronizes(const std::string& baseline) {
+  const reference::BaselineInfo* b = reference::find_baseline("moe_w4a16", baseline);
+  if (!b) throw std::invalid_argument("moe_w4a16 has no baseline '" + baseline + "'");
+  return b->synchronizes;
+}
+
 class MoeCase final : public OpCase {
  public:
-  MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, cand_(cand),
+  MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream,
+          const std::string& baseline)
+      : OpCase(sets, stream), s_(s), baseline_synchronizes_(synchronizes(baseline)),
+        dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, cand_(cand),
         pool_(routing_pool(s, seed)),
         X_(size_t(s.M) * s.H * 2), ids_(size_t(s.M) * s.k * 4), wts_(size_t(s.M) * s.k * 4),
         ref_dev_(size_t(s.M) * s.H * 4), out_(size_t(s.M) * s.H * 2) {
@@ -38,7 +47,7 @@ class MoeCase final : public OpCase {
       fill_uniform_bf16(set.S2.as<bf16>(), set.S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2, stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
-      set.base = reference::make_moe_baseline(dims_, w);
+      set.base = reference::make_moe_baseline(dims_, w, baseline);
       set.ref = reference::make_moe_reference(dims_, w);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
@@ -69,7 +78,7 @@ class MoeCase final : public OpCase {
   CheckResult check_baseline(int) override { return check_bf16_output(out_, ref_, stream_, baseline_tolerance()); }
   double bytes() const override { return pool_min_bytes(s_, pool_); }
   double flops() const override { return pool_flops(s_, pool_); }
-  bool baseline_synchronizes() const override { return reference::kMoeBaselineSynchronizes; }
+  bool baseline_synchronizes() const override { return baseline_synchronizes_; }
 
  private:
   submission::MoeIO io() const { return {X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), out_.as<bf16>()}; }
@@ -79,6 +88,7 @@ class MoeCase final : public OpCase {
     std::unique_ptr<reference::MoeReference> ref;
   };
   Shape s_;
+  bool baseline_synchronizes_;
   submission::MoeDims dims_;
   Candidate cand_;
   std::vector<Routing> pool_;
@@ -92,8 +102,8 @@ class MoeCase final : public OpCase {
 }  // namespace
 
 std::unique_ptr<OpCase> make_moe_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
-                                        cudaStream_t stream) {
-  return std::make_unique<MoeCase>(s, sets, seed, cand, stream);
+                                      cudaStream_t stream, const std::string& baseline) {
+  return std::make_unique<MoeCase>(s, sets, seed, cand, stream, baseline);
 }
 
 }  // namespace scorer

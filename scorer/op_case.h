@@ -74,16 +74,18 @@ struct Candidate {
   MoeMaker moe;
 };
 
-// Draws `sets` weight sets from `seed` and prepares baseline and reference on
-// each; the candidate waits for prepare_candidate().
+// Draws `sets` weight sets from `seed` and prepares baseline (`baseline`: its
+// name in reference/baselines.h) and reference on each; the candidate waits
+// for prepare_candidate().
 std::unique_ptr<OpCase> make_op_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, const std::string& baseline = "default");
 
 // Per-op constructors behind make_op_case.
 std::unique_ptr<OpCase> make_pooler_case(const Shape&, int, uint64_t, const Candidate&, cudaStream_t);
 std::unique_ptr<OpCase> make_dense_case(const Shape&, int, uint64_t, const Candidate&, cudaStream_t);
 std::unique_ptr<OpCase> make_router_case(const Shape&, int, uint64_t, const Candidate&, cudaStream_t);
-std::unique_ptr<OpCase> make_moe_case(const Shape&, int, uint64_t, const Candidate&, cudaStream_t);
+std::unique_ptr<OpCase> make_moe_case(const Shape&, int, uint64_t, const Candidate&, cudaStream_t,
+                                      const std::string& baseline);
 
 // Shared by the op cases.
 class DeviceBuffer;

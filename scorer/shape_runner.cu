@@ -370,7 +370,9 @@ class Runner {
   void body(ShapeResult& r, ReplicateResult& rep) {
     phase_ = "set-up";
     progress("set-up");
-    op_ = make_op_case(s_, opt_.sets, seed_, opt_.candidate, stream_);
+    const auto baseline = opt_.baselines.find(op_name(s_.op));
+    op_ = make_op_case(s_, opt_.sets, seed_, opt_.candidate, stream_,
+                       baseline == opt_.baselines.end() ? "default" : baseline->second);
     timer_ = std::make_unique<ColdTimer>(stream_, opt_.flush);
     if (trace_) timer_->set_trace(trace_.get());
     quiet_ = std::make_unique<DeviceQuiet>();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "scorer/cold_timer.h"
@@ -31,6 +32,8 @@ struct RunOptions {
   // false only in the scorer's own tests, to prove that a timing judge
   // catches a bad kernel alone: the submission's outputs go unchecked
   bool judge_outputs = true;
+  // op name -> baseline name (reference/baselines.h); an op not named: its default
+  std::map<std::string, std::string> baselines;
 };
 
 // Fills the GPU and start-up measurements of `meta` (name, versions, clock,

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,6 +14,8 @@
 
 #include "reference/bf16_host.h"
 #include "reference/int4.h"
+#include "reference/reference.h"
+#include "scorer/workload.h"
 
 using ref::bf16_to_float;
 using ref::float_to_bf16;
@@ -297,4 +300,48 @@ TEST_CASE("bf16: round to nearest, ties to even; NaN stays NaN") {
   CHECK(std::isnan(ref::round_to_bf16(NAN)));
   CHECK(ref::round_to_bf16(1.0 + 0x1p-8) == 1.0);
   CHECK(ref::round_to_bf16(1.0 + 0x1p-7) == 1.0 + 0x1p-7);
+}
+
+TEST_CASE("moe batched baseline: its GEMM entries bound the blocks of every routing, and tightly") {
+  // The most blocks any routing can take: a knapsack over the experts of
+  // per-expert route counts n_e <= M summing to at most M*k (every routing's
+  // counts are such, so this is at least the most a routing takes).
+  auto most_blocks = [](const submission::MoeDims& d) {
+    const int R = d.M * d.k, B = reference::moe_batched_block_rows(d.M);
+    std::vector<int> best(R + 1, 0);  // best[r]: most blocks with r routes over the experts so far
+    for (int e = 0; e < d.E_local; ++e)
+      for (int r = R; r >= 0; --r)
+        for (int n = 1; n <= std::min(d.M, r); ++n) best[r] = std::max(best[r], best[r - n] + (n + B - 1) / B);
+    return *std::max_element(best.begin(), best.end());
+  };
+  for (int M : {1, 2, 3, 7, 8, 9, 31, 64, 65, 100})
+    for (int E_local : {1, 2, 5, 8, 16})
+      for (int k : {1, 2, 3, 8}) {
+        if (k > E_local * 4) continue;
+        const submission::MoeDims d{M, 128, 128, E_local * 4, E_local, k, 1};
+        CAPTURE(M);
+        CAPTURE(E_local);
+        CAPTURE(k);
+        CHECK(reference::moe_batched_max_blocks(d) == most_blocks(d));
+      }
+  CHECK(reference::moe_batched_block_rows(1) == 1);
+  CHECK(reference::moe_batched_block_rows(33) == 64);
+  CHECK(reference::moe_batched_block_rows(1000) == 64);
+
+  // The public moe shapes: the spare GEMM entries the batched baseline runs
+  // for their drawn routings stay below the bound, which no routing exceeds.
+  const scorer::ShapesFile f = scorer::load_shapes("shapes.toml");
+  for (const scorer::Shape& s : f.shapes) {
+    if (s.op != scorer::Op::moe_w4a16) continue;
+    const submission::MoeDims d{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank};
+    const int B = reference::moe_batched_block_rows(d.M);
+    for (const scorer::Routing& r : scorer::routing_pool(s, scorer::shape_seed(1, s))) {
+      std::vector<int> n(d.E_local, 0);
+      for (int id : r.ids)
+        if (id / d.E_local == d.ep_rank) ++n[id % d.E_local];
+      int blocks = 0;
+      for (int c : n) blocks += (c + B - 1) / B;
+      CHECK(blocks <= reference::moe_batched_max_blocks(d));
+    }
+  }
 }

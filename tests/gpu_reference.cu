@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "reference/baselines.h"
 #include "reference/bf16_host.h"
 #include "reference/cpu_reference.h"
 #include "reference/int4.h"
@@ -301,10 +302,46 @@ double moe_rounding_slack(const submission::MoeDims& d, const MoeHostWeights& w,
   return std::sqrt(total2);
 }
 
-TEST_CASE("moe_w4a16 reference and baseline match the CPU reference") {
-  // Rank 2 of 4 with a token routed elsewhere only; k = 1; every expert local.
-  const submission::MoeDims shapes[] = {
-      {7, 256, 384, 16, 4, 3, 2}, {7, 256, 384, 16, 4, 1, 2}, {5, 128, 256, 8, 8, 2, 0}};
+struct MoeCaseData {
+  submission::MoeDims d;
+  MoeHostWeights hw;
+  DeviceBuffer<uint8_t> dW13, dW2;
+  DeviceBuffer<uint16_t> dS13, dS2;
+  MoeCaseData(const submission::MoeDims& dims, std::mt19937_64& rng)
+      : d(dims), hw(weights(dims, rng)), dW13(hw.W13), dW2(hw.W2), dS13(hw.S13), dS2(hw.S2) {}
+  submission::MoeWeights device() { return {dW13.ptr, as_bf16(dS13), dW2.ptr, as_bf16(dS2)}; }
+  static MoeHostWeights weights(const submission::MoeDims& d, std::mt19937_64& rng) {
+    MoeHostWeights hw;
+    random_int4(d.E_local * 2 * d.I, d.H, rng, &hw.W13, &hw.S13);
+    random_int4(d.E_local * d.H, d.I, rng, &hw.W2, &hw.S2);
+    return hw;
+  }
+  std::vector<double> want(const std::vector<uint16_t>& X, const Routing& r) const {
+    return ref::moe_cpu(d.M, d.H, d.I, d.E_global, d.E_local, d.k, d.ep_rank, X.data(), r.ids.data(),
+                        r.weights.data(), hw.W13.data(), hw.S13.data(), hw.W2.data(), hw.S2.data());
+  }
+};
+
+// Runs `baseline` on X and routing r, captured in a CUDA graph when as_graph;
+// its bf16 output.
+std::vector<uint16_t> run_baseline(submission::Moe& baseline, const submission::MoeDims& d,
+                                   const std::vector<uint16_t>& X, const Routing& r, bool as_graph, cudaStream_t s) {
+  DeviceBuffer<uint16_t> dX(X), out(size_t(d.M) * d.H);
+  DeviceBuffer<int32_t> ids(r.ids);
+  DeviceBuffer<float> weights(r.weights);
+  out.poison();
+  enqueue(as_graph, s, [&] { baseline.run({as_bf16(dX), ids.ptr, weights.ptr, as_bf16(out)}, s); });
+  gpu_test::sync_and_check("moe_w4a16 baseline");
+  return out.download();
+}
+
+TEST_CASE("moe_w4a16 reference and every baseline match the CPU reference") {
+  // Rank 2 of 4 with a token routed elsewhere only; k = 1; every expert local;
+  // M = 1 (blocks of one row); M = 200 on 4 experts (several blocks of 64 per
+  // expert in the batched baseline); M = 33 under EP (blocks of 64, partial).
+  const submission::MoeDims shapes[] = {{7, 256, 384, 16, 4, 3, 2}, {7, 256, 384, 16, 4, 1, 2},
+                                        {5, 128, 256, 8, 8, 2, 0},  {1, 128, 128, 16, 8, 4, 1},
+                                        {200, 128, 128, 4, 4, 2, 0}, {33, 256, 128, 32, 8, 4, 3}};
   std::mt19937_64 rng(404);
   for (const submission::MoeDims& d : shapes) {
     CAPTURE(d.M);
@@ -314,48 +351,74 @@ TEST_CASE("moe_w4a16 reference and baseline match the CPU reference") {
     CAPTURE(d.E_local);
     CAPTURE(d.k);
     CAPTURE(d.ep_rank);
-    MoeHostWeights hw;
-    random_int4(d.E_local * 2 * d.I, d.H, rng, &hw.W13, &hw.S13);
-    random_int4(d.E_local * d.H, d.I, rng, &hw.W2, &hw.S2);
-    DeviceBuffer<uint8_t> dW13(hw.W13), dW2(hw.W2);
-    DeviceBuffer<uint16_t> dS13(hw.S13), dS2(hw.S2);
-    const submission::MoeWeights w{dW13.ptr, as_bf16(dS13), dW2.ptr, as_bf16(dS2)};
+    MoeCaseData c(d, rng);
     Stream stream;  // outlives the objects bound to it
-    const auto gpu_ref = reference::make_moe_reference(d, w);
-    const auto baseline = reference::make_moe_baseline(d, w);
+    const auto gpu_ref = reference::make_moe_reference(d, c.device());
     const bool token0_unrouted = d.E_global - d.E_local >= d.k;
+    for (const reference::BaselineInfo& info : reference::baselines("moe_w4a16")) {
+      CAPTURE(info.name);
+      const auto baseline = reference::make_moe_baseline(d, c.device(), info.name);
+      for (int round = 0; round < 2; ++round) {
+        CAPTURE(round);
+        const std::vector<uint16_t> X = random_bf16(size_t(d.M) * d.H, rng);
+        const Routing r = random_routing(d, rng);
+        const std::vector<double> want = c.want(X, r);
 
-    for (int round = 0; round < 2; ++round) {
-      CAPTURE(round);
-      const std::vector<uint16_t> X = random_bf16(size_t(d.M) * d.H, rng);
-      const Routing r = random_routing(d, rng);
-      const std::vector<double> want =
-          ref::moe_cpu(d.M, d.H, d.I, d.E_global, d.E_local, d.k, d.ep_rank, X.data(), r.ids.data(),
-                       r.weights.data(), hw.W13.data(), hw.S13.data(), hw.W2.data(), hw.S2.data());
+        DeviceBuffer<uint16_t> dX(X);
+        DeviceBuffer<int32_t> ids(r.ids);
+        DeviceBuffer<float> weights(r.weights), ref_out(size_t(d.M) * d.H);
+        ref_out.poison();
+        gpu_ref->run(as_bf16(dX), ids.ptr, weights.ptr, ref_out.ptr, stream.s);
+        gpu_test::sync_and_check("moe_w4a16 reference");
+        const std::vector<float> got_ref = ref_out.download();
+        const double slack = moe_rounding_slack(d, c.hw, X, r);
+        CAPTURE(slack / l2_norm(want));
+        CHECK(l2_error(got_ref, want) <= kRefRelL2 * l2_norm(want) + slack);
 
-      DeviceBuffer<uint16_t> dX(X), out(size_t(d.M) * d.H);
-      DeviceBuffer<int32_t> ids(r.ids);
-      DeviceBuffer<float> weights(r.weights), ref_out(size_t(d.M) * d.H);
-      ref_out.poison();
-      out.poison();
-      gpu_ref->run(as_bf16(dX), ids.ptr, weights.ptr, ref_out.ptr, stream.s);
-      baseline->run({as_bf16(dX), ids.ptr, weights.ptr, as_bf16(out)}, stream.s);
-      gpu_test::sync_and_check("moe_w4a16");
-
-      const std::vector<float> got_ref = ref_out.download();
-      const std::vector<uint16_t> got = out.download();
-      const double slack = moe_rounding_slack(d, hw, X, r);
-      CAPTURE(slack / l2_norm(want));
-      CHECK(l2_error(got_ref, want) <= kRefRelL2 * l2_norm(want) + slack);
-      // bf16-dequantized weights and bf16 intermediates, as a serving stack
-      // runs them: held to the scorer's baseline check, not the submission's.
-      check_bf16_output(got, want, scorer::baseline_tolerance());
-      if (token0_unrouted) {
-        CHECK(std::all_of(got_ref.begin(), got_ref.begin() + d.H, [](float v) { return v == 0.0f; }));
-        CHECK(std::all_of(got.begin(), got.begin() + d.H, [](uint16_t v) { return v == 0; }));
+        // The second round from a CUDA graph where the baseline must be capturable.
+        const std::vector<uint16_t> got = run_baseline(*baseline, d, X, r, round == 1 && !info.synchronizes, stream.s);
+        // bf16-dequantized weights and bf16 intermediates, as a serving stack
+        // runs them: held to the scorer's baseline check, not the submission's.
+        check_bf16_output(got, want, scorer::baseline_tolerance());
+        if (token0_unrouted) {
+          CHECK(std::all_of(got_ref.begin(), got_ref.begin() + d.H, [](float v) { return v == 0.0f; }));
+          CHECK(std::all_of(got.begin(), got.begin() + d.H, [](uint16_t v) { return v == 0; }));
+        }
       }
     }
   }
+}
+
+// The default (batched) baseline on a routing given per route by route(m, j),
+// as a CUDA graph, against the CPU reference.
+void check_batched_baseline(const submission::MoeDims& d, const std::function<int(int, int)>& route) {
+  std::mt19937_64 rng(405);
+  Stream stream;
+  MoeCaseData c(d, rng);
+  const auto baseline = reference::make_moe_baseline(d, c.device());
+  Routing r;
+  for (int m = 0; m < d.M; ++m)
+    for (int j = 0; j < d.k; ++j) {
+      r.ids.push_back(route(m, j));
+      r.weights.push_back(1.0f / d.k);
+    }
+  const std::vector<uint16_t> X = random_bf16(size_t(d.M) * d.H, rng);
+  check_bf16_output(run_baseline(*baseline, d, X, r, true, stream.s), c.want(X, r), scorer::baseline_tolerance());
+}
+
+TEST_CASE("moe_w4a16 batched baseline: no local route, and routings that take every block of its bound") {
+  // No token routes to this rank (local experts 4..7): zeros, every GEMM entry spare.
+  check_batched_baseline({5, 128, 128, 16, 4, 2, 1}, [](int m, int j) { return j ? 8 + m : m; });
+  // Blocks of 8 rows; no expert takes more than ceil(6/8) = 1 block: at most
+  // 8, all of them when every expert has a route (tokens 0 and 1 touch all 8).
+  const submission::MoeDims all_experts{6, 128, 128, 8, 8, 4, 0};
+  CHECK(reference::moe_batched_max_blocks(all_experts) == 8);
+  check_batched_baseline(all_experts, [](int m, int j) { return (m + 2 * j) % 8; });
+  // Blocks of 64; 2 + (100 - 2) / 64 = 3 blocks at most: 65 routes on expert
+  // 0 (two blocks, the second with one route) and 35 on expert 1.
+  const submission::MoeDims two_blocks{100, 128, 128, 2, 2, 1, 0};
+  CHECK(reference::moe_batched_max_blocks(two_blocks) == 3);
+  check_batched_baseline(two_blocks, [](int m, int) { return m < 65 ? 0 : 1; });
 }
 
 // ---------------------------------------------------------------- dims
