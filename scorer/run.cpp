@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "build_info.h"
+#include "reference/baselines.h"
 #include "scorer/child_process.h"
 #include "scorer/commands.h"
 #include "scorer/diff.h"
@@ -49,6 +50,8 @@ options:
   --filter GLOB[,GLOB]  only shapes whose whole name matches one of the globs
   --regime NAME         only shapes of this regime (repeatable)
   --variant OP=NAME     score submission variant NAME for op OP (repeatable; see scorer list)
+  --baseline OP=NAME    time against baseline NAME for op OP (repeatable; see scorer list),
+                        e.g. moe=cublas_grouped_sync, the MoE baseline that synchronises
   --seed N              input seed (default 20261129); each replicate's is derived from it
   --replicates N        score every shape N times, each in a process of its own with fresh
                         allocations and inputs, interleaved across shapes (default 3; run only)
@@ -142,13 +145,29 @@ void check_results_target(const std::string& out, const std::string& best) {
                    ": is the selected best (--best), which only scorer select replaces"};
 }
 
+// `--variant` or `--baseline` OP=NAME: the op ("moe" for moe_w4a16) and the
+// name, an op given once.
+std::pair<std::string, std::string> op_and_name(const std::string& flag, const std::string& v,
+                                                const std::map<std::string, std::string>& given) {
+  const size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+    throw CliError{"command line: " + flag + ": expected OP=NAME, got '" + v + "'"};
+  std::string op = v.substr(0, eq);
+  if (op == "moe") op = "moe_w4a16";
+  Op parsed;
+  if (!parse_op(op, &parsed))
+    throw CliError{"command line: " + flag + ": unknown op '" + op + "' (pooler, dense, router, moe_w4a16)"};
+  if (given.count(op)) throw CliError{"command line: " + flag + ": op " + op + " given twice"};
+  return {op, v.substr(eq + 1)};
+}
+
 Options parse_options(const std::vector<std::string>& args, bool timing) {
   Options o;
   o.run.time = timing;
   std::set<std::string> seen;  // options that take one value: a second is a mistake, not an override
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a != "--filter" && a != "--regime" && a != "--variant" && !seen.insert(a).second)
+    if (a != "--filter" && a != "--regime" && a != "--variant" && a != "--baseline" && !seen.insert(a).second)
       throw CliError{"command line: " + a + " given twice"};
     auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) throw CliError{"command line: " + a + " needs a value"};
@@ -160,27 +179,20 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
       for (std::string g; std::getline(ss, g, ',');)
         if (!g.empty()) o.filters.push_back(g);
     } else if (a == "--regime") o.regimes.push_back(value());
-    else if (a == "--variant") {
-      const std::string v = value();
-      const size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
-        throw CliError{"command line: --variant: expected OP=NAME, got '" + v + "'"};
-      std::string op = v.substr(0, eq);
-      if (op == "moe") op = "moe_w4a16";
-      if (o.variants.count(op)) throw CliError{"command line: --variant: op " + op + " given twice"};
+    else if (a == "--variant" || a == "--baseline") {
+      const bool variant = a == "--variant";
+      const auto [op, name] = op_and_name(a, value(), variant ? o.variants : o.run.baselines);
       std::vector<std::string> known;
-      try {
-        known = submission::variants(op);
-      } catch (const std::exception&) {
-        throw CliError{"command line: --variant: unknown op '" + op + "' (pooler, dense, router, moe_w4a16)"};
-      }
-      const std::string name = v.substr(eq + 1);
-      if (std::find(known.begin(), known.end(), name) == known.end()) {
+      if (variant) known = submission::variants(op);
+      else
+        for (const reference::BaselineInfo& b : reference::baselines(op)) known.push_back(b.name);
+      if (name != "default" && std::find(known.begin(), known.end(), name) == known.end()) {
         std::string list;
         for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
-        throw CliError{"command line: --variant: op " + op + " has no variant '" + name + "' (known: " + list + ")"};
+        throw CliError{"command line: " + a + ": op " + op + " has no " + (variant ? "variant" : "baseline") + " '" +
+                       name + "' (known: " + list + ")"};
       }
-      o.variants[op] = name;
+      (variant ? o.variants : o.run.baselines)[op] = name;
     } else if (a == "--seed") o.run.seed = uint64_t(parse_integer(a, value(), 0, kMaxSeed));
     else if (a == "--replicates") o.replicates = int(parse_integer(a, value(), 1, 100));
     else if (a == "--out") o.out = value();
@@ -531,7 +543,7 @@ int list_main(const std::vector<std::string>& args) {
   for (const auto& a : args)
     if (a == "-h" || a == "--help") {
       std::cout << "usage: scorer list [--shapes FILE] [--seed N]\n"
-                   "lists the shapes (dims, minimal bytes, FLOPs) and each op's submission variants\n";
+                   "lists the shapes (dims, minimal bytes, FLOPs), each op's submission variants and its baselines\n";
       return kExitOk;
     }
   ShapesFile sf;
@@ -562,6 +574,13 @@ int list_main(const std::vector<std::string>& args) {
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
     std::string list;
     for (const auto& v : submission::variants(op)) list += (list.empty() ? "" : ", ") + v;
+    std::printf("  %-10s %s\n", op, list.c_str());
+  }
+  std::printf("\nbaselines, the default first (scorer run --baseline OP=NAME):\n");
+  for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
+    std::string list;
+    for (const auto& b : reference::baselines(op))
+      list += (list.empty() ? "" : ", ") + std::string(b.name) + (b.synchronizes ? " (synchronises)" : "");
     std::printf("  %-10s %s\n", op, list.c_str());
   }
   return kExitOk;

@@ -89,3 +89,21 @@ TEST_CASE("run and list: seeds and counts are whole numbers; every option has it
   o = call(scorer::list_main, {"--colour"});
   CHECK(o.err == "command line: unknown option '--colour' (see scorer list --help)\n");
 }
+
+TEST_CASE("run: --baseline OP=NAME names one of the op's baselines, once per op") {
+  Outcome o = call(scorer::run_main, {"--baseline", "moe=grouped"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --baseline: op moe_w4a16 has no baseline 'grouped' (known: cublas_batched, "
+                 "cublas_grouped_sync)\n");
+  o = call(scorer::run_main, {"--baseline", "moe=cublas_grouped_sync", "--baseline", "moe_w4a16=default"});
+  CHECK(o.err == "command line: --baseline: op moe_w4a16 given twice\n");
+  o = call(scorer::run_main, {"--baseline", "conv=x"});
+  CHECK(o.err == "command line: --baseline: unknown op 'conv' (pooler, dense, router, moe_w4a16)\n");
+  o = call(scorer::run_main, {"--baseline", "dense"});
+  CHECK(o.err == "command line: --baseline: expected OP=NAME, got 'dense'\n");
+  // A valid choice gets past the options (and here stops at the missing shapes file).
+  o = call(scorer::run_main, {"--baseline", "moe=cublas_grouped_sync", "--baseline", "dense=cublaslt", "--shapes",
+                              "no-such.toml"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err.rfind("no-such.toml: cannot read", 0) == 0);
+}
