@@ -9,7 +9,7 @@ namespace {
 // The geometric mean over `members` (shape indices), failed ones at the
 // fixed speedup when counted; undefined when no member counts.
 LinearFigure mean_of(const std::vector<size_t>& members, const std::vector<ShapeState>& state,
-                     const AggregateRule& rule) {
+                     const ScoringRule& rule) {
   LinearFigure f;
   f.coef.assign(state.size(), 0.0);
   const bool count_failed = rule.failed_speedup > 0;
@@ -27,7 +27,7 @@ LinearFigure mean_of(const std::vector<size_t>& members, const std::vector<Shape
   return f;
 }
 
-double weight_of(const AggregateRule& rule, const std::string& regime) {
+double weight_of(const ScoringRule& rule, const std::string& regime) {
   if (rule.regime_weights.empty()) return 1;
   const auto it = rule.regime_weights.find(regime);
   if (it == rule.regime_weights.end())
@@ -39,15 +39,15 @@ double weight_of(const AggregateRule& rule, const std::string& regime) {
 
 }  // namespace
 
-AggregateRule rule_of(const RunMeta&) { return AggregateRule{}; }
+const ScoringRule& rule_of(const RunMeta& meta) { return meta.scoring; }
 
-std::string rule_name(const AggregateRule& rule, bool declared) {
-  const bool regimes = rule.over_regimes == declared;
+std::string rule_name(const ScoringRule& rule, bool declared) {
+  const bool regimes = (rule.aggregate == ScoringRule::Aggregate::regimes) == declared;
   return regimes ? (rule.regime_weights.empty() ? "over regimes" : "over regimes, weighted") : "over shapes";
 }
 
 RunFigures run_figures(const std::vector<int>& regime_of, const std::vector<std::string>& regime_names,
-                       const std::vector<ShapeState>& state, const AggregateRule& rule) {
+                       const std::vector<ShapeState>& state, const ScoringRule& rule) {
   const size_t n = state.size();
   if (regime_of.size() != n) throw std::invalid_argument("run_figures: one regime per shape");
   std::vector<std::vector<size_t>> members(regime_names.size());

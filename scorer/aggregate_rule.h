@@ -29,29 +29,23 @@ enum class ShapeState {
   untimed,   // ok without trials (`scorer check`): in no figure, voids nothing
 };
 
-struct AggregateRule {
-  bool over_regimes = false;                     // declared: over regimes (else over shapes)
-  std::map<std::string, double> regime_weights;  // empty: equal weights
-  double failed_speedup = 0;                     // 0: a failed shape voids the aggregate
-};
-
 struct RunFigures {
   std::vector<LinearFigure> regimes;  // per regime index
   LinearFigure over_shapes, over_regimes;
-  const LinearFigure& declared(const AggregateRule& rule) const { return rule.over_regimes ? over_regimes : over_shapes; }
-  const LinearFigure& other(const AggregateRule& rule) const { return rule.over_regimes ? over_shapes : over_regimes; }
+  const LinearFigure& declared(const ScoringRule& rule) const { return rule.aggregate == ScoringRule::Aggregate::regimes ? over_regimes : over_shapes; }
+  const LinearFigure& other(const ScoringRule& rule) const { return rule.aggregate == ScoringRule::Aggregate::regimes ? over_shapes : over_regimes; }
 };
 
-// The rule a run was scored by. Until the shapes file declares one, the
-// default: over shapes, equal weights, a failure voids the aggregate.
-AggregateRule rule_of(const RunMeta& meta);
+// The rule a run was scored by: its shapes file's [scoring] table, as the
+// results file records it (the default where the file declares none).
+const ScoringRule& rule_of(const RunMeta& meta);
 // "over shapes" or "over regimes" (with "weighted" when weights are given).
-std::string rule_name(const AggregateRule& rule, bool declared);
+std::string rule_name(const ScoringRule& rule, bool declared);
 
 // regime_of[s] indexes regime_names. Throws std::invalid_argument when the
 // rule gives weights but none for a regime of the run, or a weight that is
 // negative or not finite.
 RunFigures run_figures(const std::vector<int>& regime_of, const std::vector<std::string>& regime_names,
-                       const std::vector<ShapeState>& state, const AggregateRule& rule);
+                       const std::vector<ShapeState>& state, const ScoringRule& rule);
 
 }  // namespace scorer

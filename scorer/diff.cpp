@@ -163,7 +163,7 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const DiffOpti
   }
   // Regimes and the aggregate over the shapes scored in both, by the latest
   // run's scoring rule.
-  const AggregateRule rule = rule_of(latest.meta);
+  const ScoringRule rule = rule_of(latest.meta);
   const RunFigures rf = run_figures(regime_of, regime_names, std::vector<ShapeState>(n, ShapeState::scored), rule);
   for (size_t g = 0; g < d.regimes.size(); ++g) {
     RegimeDiff& rd = d.regimes[g];

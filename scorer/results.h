@@ -37,6 +37,8 @@ struct RunMeta {
   bool interrupted = false;      // stopped by SIGINT/SIGTERM: the shapes are those scored before (read as
                                  // false when absent, from files written before the field)
   std::map<std::string, std::string> variants;  // op -> variant, "default" when not forced
+  std::map<std::string, std::string> baselines;  // op -> the baseline its speedups are over (reference/baselines.h)
+  ScoringRule scoring;           // the shapes file's [scoring] table: how shapes make the aggregate
   // the GPU
   std::string gpu_name;
   int sm_count = 0;

@@ -185,6 +185,7 @@ class Obj {
   std::string str(const char* key) {
     return get_typed(key, &json::is_string, "a string").get<std::string>();
   }
+  bool has(const char* key) const { return j_.contains(key); }
   bool boolean(const char* key) {
     return get_typed(key, &json::is_boolean, "a boolean").get<bool>();
   }
@@ -484,6 +485,26 @@ ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run
   return r;
 }
 
+ScoringRule read_scoring(Obj o) {
+  ScoringRule r;
+  const std::string a = o.str("aggregate");
+  if (a == aggregate_name(ScoringRule::Aggregate::regimes)) r.aggregate = ScoringRule::Aggregate::regimes;
+  else if (a != aggregate_name(ScoringRule::Aggregate::shapes))
+    o.fail("aggregate", "expected \"shapes\" or \"regimes\" (got \"" + printable(a) + "\")");
+  const json& w = o.get("regime_weights");
+  if (!w.is_object()) o.fail("regime_weights", "expected an object of numbers");
+  for (const auto& [k, x] : w.items()) {
+    if (!x.is_number() || !(x.get<double>() >= 0) || !std::isfinite(x.get<double>()))
+      o.fail("regime_weights", "the weight of '" + printable(k) + "' is not a finite number >= 0");
+    r.regime_weights[k] = x.get<double>();
+  }
+  r.failed_speedup = o.num("failed_speedup");
+  if (!(r.failed_speedup >= 0 && r.failed_speedup <= 1))
+    o.fail("failed_speedup", "expected 0 (a failure voids the aggregate) or a speedup in (0, 1]");
+  o.finish();
+  return r;
+}
+
 RunMeta read_meta(Obj o) {
   RunMeta m;
   // First, so that a file of another schema fails on its version alone.
@@ -510,6 +531,9 @@ RunMeta read_meta(Obj o) {
   }
   m.interrupted = o.boolean_or("interrupted", false);
   m.variants = o.string_map("variants");
+  // Added within version 2: absent, the defaults of their time.
+  if (o.has("baselines")) m.baselines = o.string_map("baselines");
+  if (o.has("scoring")) m.scoring = read_scoring(o.object("scoring"));
   m.gpu_name = o.str("gpu_name");
   m.sm_count = o.integer("sm_count");
   m.l2_bytes = o.integer("l2_bytes");
@@ -624,6 +648,10 @@ json results_to_json(const RunResult& run) {
       {"timer", m.timer},
       {"interrupted", m.interrupted},
       {"variants", m.variants},
+      {"baselines", m.baselines},
+      {"scoring", {{"aggregate", aggregate_name(m.scoring.aggregate)},
+                   {"regime_weights", m.scoring.regime_weights},
+                   {"failed_speedup", m.scoring.failed_speedup}}},
       {"gpu_name", m.gpu_name},
       {"sm_count", m.sm_count},
       {"l2_bytes", m.l2_bytes},

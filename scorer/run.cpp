@@ -324,7 +324,10 @@ RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
     auto it = o.variants.find(op);
     m.variants[op] = it == o.variants.end() ? "default" : it->second;
+    const auto b = o.run.baselines.find(op);
+    m.baselines[op] = b == o.run.baselines.end() ? reference::baselines(op).front().name : b->second;
   }
+  m.scoring = sf.scoring;
   return m;
 }
 

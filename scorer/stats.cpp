@@ -51,7 +51,7 @@ struct Figures {
 
 Figures figures_of(const std::vector<std::vector<std::vector<double>>>& ratios, const std::vector<int>& regime_of,
                    const std::vector<std::string>& regime_names, const std::vector<ShapeState>& state,
-                   const AggregateRule& rule, const BootstrapOptions& opt) {
+                   const ScoringRule& rule, const BootstrapOptions& opt) {
   const size_t n = ratios.size();
   const RunFigures rf = run_figures(regime_of, regime_names, state, rule);
   std::vector<LinearFigure> all;
@@ -182,7 +182,7 @@ void compute_statistics(RunResult& run, const BootstrapOptions& opt) {
     }
   }
 
-  const AggregateRule rule = rule_of(run.meta);
+  const ScoringRule rule = rule_of(run.meta);
   const Figures f = figures_of(ratios, regime_of, names, state, rule, opt);
   Figures g;
   if (any_graph) g = figures_of(graph_ratios, regime_of, names, graph_state, rule, opt);

@@ -112,7 +112,7 @@ void print_table(std::ostream& os, const RunResult& run) {
   const std::string outcome = run.correctness_passed
                                   ? "correctness passed, " + count(run.flags, "flag")
                                   : "correctness FAILED, " + count(run.shapes_failed, "shape") + " failed";
-  const AggregateRule rule = rule_of(run.meta);
+  const ScoringRule rule = rule_of(run.meta);
   if (run.aggregate_defined) {
     os << "aggregate " << figure(run.aggregate) << "  " << rule_name(rule, true) << "  " << outcome << "\n";
     os << "  " << rule_name(rule, false) << " instead: " << figure(run.other_aggregate) << "\n";

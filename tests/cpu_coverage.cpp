@@ -50,7 +50,7 @@ Setup setup() {
     regime_of.push_back(int(it - s.regimes.begin()));
     if (it == s.regimes.end()) s.regimes.push_back(sh.regime);
   }
-  AggregateRule rule;
+  ScoringRule rule;
   rule.regime_weights = {{"dense", 2}, {"pooler", 1}, {"router", 1}, {"moe", 1}};
   const RunFigures rf = run_figures(regime_of, s.regimes, std::vector<ShapeState>(s.n_shapes(), ShapeState::scored), rule);
   for (size_t i = 0; i < s.n_shapes(); ++i) s.figures.push_back(shape_figure(i, s.n_shapes()));

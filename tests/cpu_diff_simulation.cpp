@@ -68,7 +68,7 @@ TEST_CASE("diff by simulation: a rerun of one build is `same` everywhere; a 3% f
     if (it == regimes.end()) regimes.push_back(s.regime);
   }
   const size_t g = regimes.size();
-  const AggregateRule rule;
+  const ScoringRule rule;
   const RunFigures rf = run_figures(regime_of, regimes, std::vector<ShapeState>(n, ShapeState::scored), rule);
   std::vector<LinearFigure> figures;
   for (size_t i = 0; i < n; ++i) figures.push_back(shape_figure(i, n));

@@ -103,6 +103,10 @@ RunResult filled_run() {
   m.timer = "events+cupti";
   m.interrupted = true;
   m.variants = {{"dense", "splitk"}, {"moe_w4a16", "default"}};
+  m.baselines = {{"dense", "cublaslt"}, {"moe_w4a16", "cublas_grouped_sync"}};
+  m.scoring.aggregate = scorer::ScoringRule::Aggregate::regimes;
+  m.scoring.regime_weights = {{"dense-32", 2.0}, {"moe", 0.5}};
+  m.scoring.failed_speedup = 0.5;
   m.gpu_name = "NVIDIA H200";
   m.sm_count = 132;
   m.l2_bytes = 62914560;
@@ -295,6 +299,10 @@ void check_same(const RunResult& a, const RunResult& b) {
   CHECK(x.timer == y.timer);
   CHECK(x.interrupted == y.interrupted);
   CHECK(x.variants == y.variants);
+  CHECK(x.baselines == y.baselines);
+  CHECK(x.scoring.aggregate == y.scoring.aggregate);
+  CHECK(x.scoring.regime_weights == y.scoring.regime_weights);
+  CHECK(x.scoring.failed_speedup == y.scoring.failed_speedup);
   CHECK(x.gpu_name == y.gpu_name);
   CHECK(x.sm_count == y.sm_count);
   CHECK(x.l2_bytes == y.l2_bytes);

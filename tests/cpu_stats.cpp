@@ -171,13 +171,13 @@ TEST_CASE("the aggregate rule: over shapes or regimes, weights, failed shapes vo
     return std::exp(l);
   };
   const std::vector<ShapeState> all(4, ShapeState::scored);
-  scorer::AggregateRule rule;
+  scorer::ScoringRule rule;
   scorer::RunFigures f = scorer::run_figures(regime_of, names, all, rule);
   CHECK(value(f.regimes[0]) == doctest::Approx(4));
   CHECK(value(f.over_shapes) == doctest::Approx(std::pow(2.0 * 8 * 3 * 1.5, 0.25)));
   CHECK(value(f.over_regimes) == doctest::Approx(std::cbrt(4.0 * 3 * 1.5)));
   CHECK(&f.declared(rule) == &f.over_shapes);
-  rule.over_regimes = true;
+  rule.aggregate = scorer::ScoringRule::Aggregate::regimes;
   CHECK(&f.declared(rule) == &f.over_regimes);
   CHECK(&f.other(rule) == &f.over_shapes);
 
