@@ -442,8 +442,10 @@ void read_v1_trials(Obj& o, ShapeResult& r, uint64_t run_seed) {
 }
 
 // `version` is the file's schema version; `run_seed` seeds a version-1
-// shape's one replicate.
-ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run_seed) {
+// shape's one replicate. A results file numbers a shape's replicates 1, 2, ...;
+// a shape's process reports the one replicate it scored, whatever its index
+// (`whole_shape` false).
+ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run_seed, bool whole_shape) {
   ShapeResult r;
   r.shape = read_shape(o.object("shape"));
   r.status = read_status(o);
@@ -463,7 +465,7 @@ ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run
   } else {
     r.replicates = read_array<ReplicateResult>(rd, o, "replicates", read_replicate);
     for (size_t i = 0; i < r.replicates.size(); ++i)
-      if (r.replicates[i].index != int(i) + 1)
+      if (whole_shape && r.replicates[i].index != int(i) + 1)
         rd.fail(o.path("replicates") + "[" + std::to_string(i) + "].index",
                 "replicate " + std::to_string(r.replicates[i].index) + " where replicate " + std::to_string(i + 1) +
                     " was expected (replicates are numbered 1, 2, ... in order)");
@@ -627,7 +629,7 @@ json shape_result_to_json(const ShapeResult& r) {
 
 ShapeResult shape_result_from_json(const json& j, const std::string& path) {
   const Reader rd(path, kNoText);
-  return read_shape_result(rd, Obj(rd, j, ""), kResultsSchemaVersion, 0);
+  return read_shape_result(rd, Obj(rd, j, ""), kResultsSchemaVersion, 0, false);
 }
 
 json results_to_json(const RunResult& run) {
@@ -699,7 +701,7 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   const int version = run.meta.schema_version;
   run.meta.schema_version = kResultsSchemaVersion;  // held in memory as the current version
   run.shapes = read_array<ShapeResult>(rd, o, "shapes", [&](Obj s) {
-    return read_shape_result(rd, std::move(s), version, run.meta.seed);
+    return read_shape_result(rd, std::move(s), version, run.meta.seed, true);
   });
   std::map<std::string, size_t> first;
   for (size_t i = 0; i < run.shapes.size(); ++i) {

@@ -25,6 +25,8 @@ void save_results(const RunResult& run, const std::string& path);  // atomic; cr
 nlohmann::json shape_to_json(const Shape& s);
 Shape shape_from_json(const nlohmann::json& j, const std::string& path);
 nlohmann::json shape_result_to_json(const ShapeResult& r);
+// A shape process's result: its replicates keep their run-wide index (replicate 2 alone is
+// valid here, while a results file numbers a shape's replicates 1, 2, ...).
 ShapeResult shape_result_from_json(const nlohmann::json& j, const std::string& path);
 
 }  // namespace scorer

@@ -385,6 +385,11 @@ TEST_CASE("results: a shape's dims hold only its op's dims") {
   bad["dims"].erase("K");
   CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"), "child: field 'dims.K': missing",
                        InputError);
+  // A shape's process scores one replicate, whichever: replicate 3 alone reads back.
+  ShapeResult third = run.shapes[1];
+  third.replicates.erase(third.replicates.begin(), third.replicates.end() - 1);
+  third.replicates[0].index = 3;
+  CHECK(scorer::shape_result_from_json(scorer::shape_result_to_json(third), "child").replicates.at(0).index == 3);
   json r = scorer::shape_result_to_json(run.shapes[0]);
   r["replicates"][1]["candidate_us"] = "fast";
   CHECK_THROWS_WITH_AS(scorer::shape_result_from_json(r, "child"),
