@@ -18,6 +18,33 @@ namespace scorer {
 
 constexpr int kResultsSchemaVersion = 2;
 
+// One GPU a run scored on; a replicate names it by its place in RunMeta::gpus.
+struct GpuInfo {
+  std::string uuid;              // "GPU-...", as CUDA_VISIBLE_DEVICES takes it; "" when CUDA could not say
+  std::string name;
+  std::string host;              // the host it is in (runs merged from shards span several)
+  int device = 0;                // its CUDA ordinal on that host, as the scorer was started
+  double sm_clock_mhz = 0, mem_clock_mhz = 0;  // at the run's start (NVML's memory clock; 0 unknown)
+  double copy_gbps = 0, empty_launch_us = 0, matrix_tflops = 0;  // measured at start-up, on this GPU
+};
+
+// One (shape, replicate) of a shard (scorer run --shard I/N), with the facts
+// its replicate was scored with, so that a merge assembles the shape as one
+// run would have.
+struct ShardUnit {
+  std::string shape;
+  int replicate = 1;
+  bool scored = false;           // false: skipped, an earlier replicate of the shape failed in this shard
+  double bytes = 0, flops = 0, raw_limit_us = 0;
+};
+
+// A share of a run's work; index 0: a whole run (no shard).
+struct ShardInfo {
+  int index = 0, count = 0;      // shard index of count, 1-based
+  std::vector<std::string> shapes;  // every shape of the whole run, in order: the shards must agree
+  std::vector<ShardUnit> units;     // the units assigned to this shard, in its scheduling order
+};
+
 // Where and how the run was made. Runs are only comparable when gpu_name,
 // shapes_sha256, scorer_version and mode agree (diff refuses otherwise).
 struct RunMeta {
@@ -39,7 +66,9 @@ struct RunMeta {
   std::map<std::string, std::string> variants;  // op -> variant, "default" when not forced
   std::map<std::string, std::string> baselines;  // op -> the baseline its speedups are over (reference/baselines.h)
   ScoringRule scoring;           // the shapes file's [scoring] table: how shapes make the aggregate
-  // the GPU
+  std::vector<GpuInfo> gpus;     // every GPU scored on (empty in files written before the field)
+  ShardInfo shard;               // a shard's share of the work (scorer merge joins them); index 0 otherwise
+  // the GPU (with several, the first of `gpus`)
   std::string gpu_name;
   int sm_count = 0;
   int l2_bytes = 0;
@@ -69,7 +98,7 @@ struct CheckSummary {  // worst over every check of the shape (before, during, a
 struct ReplicateResult {
   int index = 0;                 // 1..R
   uint64_t seed = 0;             // this replicate's input seed, from (run seed, shape, index)
-  int gpu = 0;                   // device ordinal it ran on (the parent's numbering)
+  int gpu = 0;                   // its GPU: index into RunMeta::gpus (the device ordinal in older files)
   std::string status = "ok";     // as ShapeResult::status
   std::string reason;
   CheckSummary check;

@@ -507,7 +507,45 @@ ScoringRule read_scoring(Obj o) {
   return r;
 }
 
-RunMeta read_meta(Obj o) {
+GpuInfo read_gpu(Obj o) {
+  GpuInfo g;
+  g.uuid = o.str("uuid");
+  g.name = o.str("name");
+  g.host = o.str("host");
+  g.device = o.integer("device");
+  g.sm_clock_mhz = o.num("sm_clock_mhz");
+  g.mem_clock_mhz = o.num("mem_clock_mhz");
+  g.copy_gbps = o.num("copy_gbps");
+  g.empty_launch_us = o.num("empty_launch_us");
+  g.matrix_tflops = o.num("matrix_tflops");
+  o.finish();
+  return g;
+}
+
+ShardInfo read_shard(const Reader& rd, Obj o) {
+  ShardInfo sh;
+  sh.index = o.integer("index");
+  sh.count = o.integer("count");
+  if (sh.count < 1 || sh.index < 1 || sh.index > sh.count)
+    o.fail("index", "shard " + std::to_string(sh.index) + " of " + std::to_string(sh.count) +
+                        " (expected 1 <= index <= count)");
+  sh.shapes = o.strings("shapes");
+  sh.units = read_array<ShardUnit>(rd, o, "units", [](Obj u) {
+    ShardUnit x;
+    x.shape = u.str("shape");
+    x.replicate = u.integer("replicate");
+    x.scored = u.boolean("scored");
+    x.bytes = u.num("bytes");
+    x.flops = u.num("flops");
+    x.raw_limit_us = u.num("raw_limit_us");
+    u.finish();
+    return x;
+  });
+  o.finish();
+  return sh;
+}
+
+RunMeta read_meta(const Reader& rd, Obj o) {
   RunMeta m;
   // First, so that a file of another schema fails on its version alone.
   m.schema_version = o.integer("schema_version");
@@ -536,6 +574,8 @@ RunMeta read_meta(Obj o) {
   // Added within version 2: absent, the defaults of their time.
   if (o.has("baselines")) m.baselines = o.string_map("baselines");
   if (o.has("scoring")) m.scoring = read_scoring(o.object("scoring"));
+  if (o.has("gpus")) m.gpus = read_array<GpuInfo>(rd, o, "gpus", read_gpu);
+  if (o.has("shard")) m.shard = read_shard(rd, o.object("shard"));
   m.gpu_name = o.str("gpu_name");
   m.sm_count = o.integer("sm_count");
   m.l2_bytes = o.integer("l2_bytes");
@@ -654,6 +694,7 @@ json results_to_json(const RunResult& run) {
       {"scoring", {{"aggregate", aggregate_name(m.scoring.aggregate)},
                    {"regime_weights", m.scoring.regime_weights},
                    {"failed_speedup", m.scoring.failed_speedup}}},
+      {"gpus", json::array()},
       {"gpu_name", m.gpu_name},
       {"sm_count", m.sm_count},
       {"l2_bytes", m.l2_bytes},
@@ -669,6 +710,18 @@ json results_to_json(const RunResult& run) {
       {"matrix_tflops", m.matrix_tflops},
       {"empty_launch_us", m.empty_launch_us},
   };
+  for (const GpuInfo& g : m.gpus)
+    meta["gpus"].push_back({{"uuid", g.uuid}, {"name", g.name}, {"host", g.host}, {"device", g.device},
+                            {"sm_clock_mhz", g.sm_clock_mhz}, {"mem_clock_mhz", g.mem_clock_mhz},
+                            {"copy_gbps", g.copy_gbps}, {"empty_launch_us", g.empty_launch_us},
+                            {"matrix_tflops", g.matrix_tflops}});
+  if (m.shard.index > 0) {  // a whole run has no shard field
+    json units = json::array();
+    for (const ShardUnit& u : m.shard.units)
+      units.push_back({{"shape", u.shape}, {"replicate", u.replicate}, {"scored", u.scored}, {"bytes", u.bytes},
+                       {"flops", u.flops}, {"raw_limit_us", u.raw_limit_us}});
+    meta["shard"] = {{"index", m.shard.index}, {"count", m.shard.count}, {"shapes", m.shard.shapes}, {"units", units}};
+  }
   json shapes = json::array();
   for (const ShapeResult& r : run.shapes) shapes.push_back(shape_result_to_json(r));
   json regimes = json::array();
@@ -697,11 +750,12 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   const Reader rd(path, text);
   Obj o(rd, j, "");
   RunResult run;
-  run.meta = read_meta(o.object("meta"));
+  run.meta = read_meta(rd, o.object("meta"));
   const int version = run.meta.schema_version;
   run.meta.schema_version = kResultsSchemaVersion;  // held in memory as the current version
   run.shapes = read_array<ShapeResult>(rd, o, "shapes", [&](Obj s) {
-    return read_shape_result(rd, std::move(s), version, run.meta.seed, true);
+    // A shard holds the replicates it was given, under their run-wide index.
+    return read_shape_result(rd, std::move(s), version, run.meta.seed, run.meta.shard.index == 0);
   });
   std::map<std::string, size_t> first;
   for (size_t i = 0; i < run.shapes.size(); ++i) {
