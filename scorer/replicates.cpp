@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "scorer/dispatch.h"
 #include "scorer/random_fill.h"
 #include "scorer/stats.h"
 #include "scorer/workload.h"
@@ -95,15 +96,8 @@ ShapeResult assemble_shape(const Shape& s, const std::vector<ShapeResult>& items
 std::vector<ShapeResult> score_work_list(const std::vector<Shape>& shapes, const std::vector<WorkItem>& work,
                                          int replicates, const ScoreItem& score,
                                          const std::function<bool()>& stopped) {
-  std::vector<std::vector<ShapeResult>> items(shapes.size());
-  for (size_t k = 0; k < work.size(); ++k) {
-    const WorkItem& w = work[k];
-    std::vector<ShapeResult>& done = items.at(w.shape);
-    if (!done.empty() && done.back().status != "ok") continue;  // failed: not scored again
-    ShapeResult r = score(w, k);
-    if (stopped()) break;
-    done.push_back(std::move(r));
-  }
+  const auto items = score_on_lanes(
+      shapes.size(), work, 1, [&](const WorkItem& w, size_t k, size_t) { return score(w, k); }, stopped);
   std::vector<ShapeResult> out;
   for (size_t i = 0; i < shapes.size(); ++i)
     if (!items[i].empty()) out.push_back(assemble_shape(shapes[i], items[i], replicates));

@@ -1,5 +1,7 @@
 #include "scorer/shape_child.h"
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -8,10 +10,19 @@
 namespace scorer {
 
 ShapeResult score_shape_in_child(const Shape& s, const ReplicateSpec& spec, const RunOptions& opt,
-                                 const RunMeta& meta, const std::string& label, double timeout_s) {
+                                 const RunMeta& meta, const std::string& label, double timeout_s,
+                                 const std::string& visible) {
   const auto t0 = std::chrono::steady_clock::now();
   const ChildOutcome c = run_in_child(
-      [&] { return shape_result_to_json(run_shape(s, opt, meta, spec, label)).dump(); }, timeout_s);
+      [&] {
+        ReplicateSpec here = spec;
+        if (!visible.empty()) {  // before the child's first CUDA call
+          setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
+          here.gpu = 0;
+        }
+        return shape_result_to_json(run_shape(s, opt, meta, here, label)).dump();
+      },
+      timeout_s);
   ShapeResult r = shape_result_from_child(s, spec, c);
   r.variant = opt.candidate.variant;
   r.replicates[0].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
