@@ -15,6 +15,7 @@ int diff_main(const std::vector<std::string>& args);     // compare two results 
 int select_main(const std::vector<std::string>& args);   // promote a run to results/best.json (history.cpp)
 int history_main(const std::vector<std::string>& args);  // list previous bests (history.cpp)
 int package_main(const std::vector<std::string>& args);  // build or verify the upload tarball (package.cpp)
+int merge_main(const std::vector<std::string>& args);    // join the shards of a run (merge.cpp)
 int report_main(const std::vector<std::string>& args);   // HTML page of a run beside the best (report.cpp)
 
 }  // namespace scorer

@@ -16,6 +16,7 @@ commands:
             floors, speedups with 95% intervals; writes results/latest.json
   check     correctness only, on fresh inputs, no timing
   list      the shapes, their bytes and FLOPs, and the submission's variants
+  merge     join the results files of the shards of one run (run --shard I/N)
   diff      compare two results files (default results/latest.json against results/best.json)
   select    promote a results file to results/best.json (only when every shape is correct)
   history   the previously selected bests
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   if (cmd == "select") return select_main(args);
   if (cmd == "history") return history_main(args);
   if (cmd == "report") return report_main(args);
+  if (cmd == "merge") return merge_main(args);
   if (cmd == "package") return package_main(args);
   std::cerr << "command line: unknown command '" << cmd << "' (see scorer --help)\n";
   return kExitBadInput;

@@ -1,8 +1,9 @@
 // `scorer run`, `scorer check` and `scorer list`: validate the shapes, measure
-// the GPU's ceilings in a child process, score every replicate of every shape
-// in a child process of its own (a crash or hang fails that shape alone; see
-// replicates.h), then compute the statistics, print the table, save the JSON
-// and compare with the selected best.
+// each GPU's ceilings in a child process (gpus.h), score every replicate of
+// every shape in a child process of its own (a crash or hang fails that shape
+// alone; see replicates.h), one at a time or one per GPU (dispatch.h), then
+// compute the statistics, print the table, save the JSON and compare with the
+// selected best. A shard (shard.h) scores its share and saves it for merge.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -25,14 +26,14 @@
 #include "scorer/child_process.h"
 #include "scorer/commands.h"
 #include "scorer/diff.h"
+#include "scorer/dispatch.h"
 #include "scorer/exit_codes.h"
-#include "scorer/gpu_clocks.h"
-#include "scorer/kernel_trace.h"
+#include "scorer/gpus.h"
 #include "scorer/recorded.h"
 #include "scorer/replicates.h"
 #include "scorer/results_json.h"
 #include "scorer/shape_child.h"
-#include "scorer/shape_judges.h"
+#include "scorer/shard.h"
 #include "scorer/stats.h"
 #include "scorer/table.h"
 #include "scorer/text_table.h"
@@ -77,6 +78,16 @@ options:
                         (the former flush, to measure its effect)
   --shape-timeout S     a replicate that has not finished after S seconds is killed and
                         fails its shape as a hang (default 300)
+  --gpus all|N|LIST     score on several GPUs at once, one replicate per GPU, each in a process
+                        that sees that GPU alone: every GPU, the first N, or ordinals (0,2,3);
+                        longest shapes first, every shape's replicate r handed out before any
+                        replicate r+1; each GPU calibrated and listed in the header, one whose
+                        copy bandwidth or empty launch differs from the others' by over 3%
+                        flagged (default: GPU 0 alone)
+  --shard I/N           score shard I of N: a fixed share of the (shape, replicate) units,
+                        the same on every host, for a cluster's job array; writes a partial
+                        file (default --out results/shard-I-of-N.json), no diff; join the N
+                        files with scorer merge (run only)
   -h, --help            this text
 
 exit codes: 0 all correct, 1 a correctness failure, 2 bad input, 3 no usable GPU or a
@@ -98,6 +109,8 @@ struct Options {
   bool diff = true;
   int replicates = 3;
   double shape_timeout_s = 300;
+  GpuChoice gpus;   // --gpus; not given: GPU 0 as the process finds it
+  ShardSpec shard;  // --shard; index 0: the whole run
   RunOptions run;
 };
 
@@ -218,9 +231,22 @@ Options parse_options(const std::vector<std::string>& args, bool timing) {
         throw CliError{"command line: --flush: expected read or write, got '" + v + "'"};
       o.run.flush = v == "read" ? FlushMode::read : FlushMode::write;
     } else if (a == "--shape-timeout") o.shape_timeout_s = parse_number(a, value(), 1, 86400);
+    else if (a == "--gpus" || (a == "--shard" && timing)) {
+      const std::string v = value();
+      try {
+        if (a == "--gpus") o.gpus = parse_gpu_choice(v);
+        else o.shard = parse_shard(v);
+      } catch (const std::invalid_argument& e) {
+        throw CliError{"command line: " + a + ": " + e.what()};
+      }
+    }
     else throw CliError{"command line: unknown option '" + a + "' (see scorer run --help)"};
   }
   if (o.run.stop.min_trials > o.run.stop.max_trials) throw CliError{"command line: --min-trials is above --max-trials"};
+  if (o.shard.index > 0) {  // a partial run: no diff, and a file of its own
+    o.diff = false;
+    if (!seen.count("--out")) o.out = default_shard_path(o.shard);
+  }
   if (timing) check_results_target(o.out, o.best);
   if (!timing) o.replicates = 1;  // correctness needs no interval
   return o;
@@ -242,67 +268,6 @@ std::string utc_now(const char* fmt) {
   char b[64];
   std::strftime(b, sizeof b, fmt, std::gmtime(&t));
   return b;
-}
-
-nlohmann::json calibration_json(const RunMeta& m) {
-  return {{"gpu_name", m.gpu_name}, {"sm_count", m.sm_count}, {"l2_bytes", m.l2_bytes},
-          {"driver_version", m.driver_version}, {"runtime_version", m.runtime_version},
-          {"sm_clock_mhz_start", m.sm_clock_mhz_start}, {"mem_clock_mhz_start", m.mem_clock_mhz_start},
-          {"throttle_reasons", m.throttle_reasons}, {"nvml", m.nvml}, {"copy_gbps", m.copy_gbps},
-          {"matrix_tflops", m.matrix_tflops}, {"empty_launch_us", m.empty_launch_us}};
-}
-
-void apply_calibration(RunMeta& m, const nlohmann::json& j) {
-  m.gpu_name = j.at("gpu_name").get<std::string>();
-  m.sm_count = j.at("sm_count").get<int>();
-  m.l2_bytes = j.at("l2_bytes").get<int>();
-  m.driver_version = j.at("driver_version").get<int>();
-  m.runtime_version = j.at("runtime_version").get<int>();
-  m.sm_clock_mhz_start = j.at("sm_clock_mhz_start").get<double>();
-  m.mem_clock_mhz_start = j.at("mem_clock_mhz_start").get<double>();
-  m.throttle_reasons = j.at("throttle_reasons").get<uint64_t>();
-  m.nvml = j.at("nvml").get<std::string>();
-  m.copy_gbps = j.at("copy_gbps").get<double>();
-  m.matrix_tflops = j.at("matrix_tflops").get<double>();
-  m.empty_launch_us = j.at("empty_launch_us").get<double>();
-}
-
-// Runs `work` in a child that must print a JSON document; a child that failed
-// to start CUDA reports {"error": "..."}.
-nlohmann::json gpu_child(const std::function<nlohmann::json()>& work, double timeout_s, std::string* failure) {
-  const ChildOutcome c = run_in_child(
-      [&] {
-        try {
-          return work().dump();
-        } catch (const std::exception& e) {
-          return nlohmann::json{{"error", e.what()}}.dump();
-        }
-      },
-      timeout_s);
-  if (c.kind != ChildOutcome::ok) {
-    *failure = c.detail;
-    return nullptr;
-  }
-  try {
-    nlohmann::json j = nlohmann::json::parse(c.output);
-    if (j.contains("error")) {
-      *failure = j["error"].get<std::string>();
-      return nullptr;
-    }
-    return j;
-  } catch (const std::exception& e) {
-    *failure = std::string("unreadable result from the child: ") + e.what();
-    return nullptr;
-  }
-}
-
-// "SM 1980 MHz, memory 3201 MHz, clock event reasons: none", or the SM clock
-// alone with why NVML could not say more.
-std::string clocks_line(double sm, double mem, uint64_t reasons, const std::string& nvml) {
-  std::string s = "SM " + std::to_string(int(sm + 0.5)) + " MHz";
-  if (!nvml.empty()) return s + " (NVML unavailable: " + nvml + ")";
-  return s + ", memory " + std::to_string(int(mem + 0.5)) + " MHz, clock event reasons: " +
-         throttle_reason_names(reasons);
 }
 
 RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std::string>& args, bool timing) {
@@ -331,13 +296,21 @@ RunMeta start_meta(const Options& o, const ShapesFile& sf, const std::vector<std
   return m;
 }
 
-// The scoring loop (replicates.h): every (shape, replicate) of the work list
-// in a child of its own, with a progress line as each ends. Ctrl-C or
-// SIGTERM drops the item in progress; the shapes with a replicate scored are
-// kept.
-void score_replicates(const Options& o, const std::vector<Shape>& shapes, RunResult& run) {
-  const std::vector<WorkItem> work = make_work_list(shapes, o.replicates, o.run.seed);
-  const ScoreItem score = [&](const WorkItem& w, size_t k) {
+// The scoring loop (replicates.h, dispatch.h): every (shape, replicate) of
+// the work list, or of this shard's share, in a child of its own on one of
+// the lanes, with a progress line as each ends. Ctrl-C or SIGTERM drops the
+// items in progress; the shapes with a replicate scored are kept.
+void score_replicates(const Options& o, const std::vector<Shape>& shapes, const std::vector<GpuLane>& lanes,
+                      RunResult& run) {
+  std::vector<WorkItem> work = make_work_list(shapes, o.replicates, o.run.seed);
+  if (o.gpus.given || o.shard.index > 0) {  // one GPU and the whole run keep the shapes file's order
+    std::vector<double> seconds;
+    for (const Shape& s : shapes) seconds.push_back(estimated_seconds(s, o.run.seed));
+    longest_first(work, seconds);
+    work = shard_work(work, seconds, o.shard);
+  }
+  std::mutex print;  // one lane's lines whole
+  const ScoreOnLane score = [&](const WorkItem& w, size_t k, size_t lane) {
     const Shape& s = shapes[w.shape];
     RunOptions ro = o.run;
     ro.candidate.variant = run.meta.variants[op_name(s.op)];
@@ -345,8 +318,11 @@ void score_replicates(const Options& o, const std::vector<Shape>& shapes, RunRes
     const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(work.size()) + "] " + s.name +
                               (o.replicates > 1 ? " replicate " + std::to_string(w.replicate) + "/" +
                                                       std::to_string(o.replicates)
-                                                : "");
-    ShapeResult r = score_shape_in_child(s, {w.replicate, w.seed, w.gpu}, ro, run.meta, label, o.shape_timeout_s);
+                                                : "") +
+                              (lanes.size() > 1 ? " on GPU " + std::to_string(lane) : "");
+    ShapeResult r = score_shape_in_child(s, {w.replicate, w.seed, int(lane)}, ro, lanes[lane].meta, label,
+                                         o.shape_timeout_s, lanes[lane].visible);
+    std::lock_guard<std::mutex> lock(print);
     if (stop_requested()) return r;
     if (r.status != "ok")
       std::cerr << label << ": FAILED (" << r.status << "): " << r.reason
@@ -355,14 +331,12 @@ void score_replicates(const Options& o, const std::vector<Shape>& shapes, RunRes
       std::cerr << label << ": done in " << int(r.replicates[0].seconds + 0.5) << " s\n";
     return r;
   };
-  run.shapes = score_work_list(shapes, work, o.replicates, score, [] { return stop_requested(); });
-  // The judgements that compare the replicates (shape_judges.h).
-  for (ShapeResult& r : run.shapes) {
-    if (o.run.time) judge_timers(r, run.meta.empty_launch_us);
-    if (o.run.time) judge_baseline(r);
+  const auto items = score_on_lanes(shapes.size(), work, lanes.size(), score, [] { return stop_requested(); });
+  if (o.shard.index > 0) run.meta.shard = describe_shard(o.shard, shapes, work, items);
+  assemble_run(run, shapes, items, o.replicates, o.run.time);
+  for (const ShapeResult& r : run.shapes)
     if (r.status == "baseline disturbed")
       std::cerr << "scorer: " << r.shape.name << ": FAILED (" << r.status << "): " << r.reason << "\n";
-  }
 }
 
 // `scorer check`: one line per shape with its verdict and worst errors.
@@ -408,35 +382,26 @@ int score(const std::vector<std::string>& args, bool timing) {
   // Ctrl-C or SIGTERM stops after killing the shape in progress; the shapes
   // already scored are kept (below).
   catch_stop_signals();
-  std::string failure;
-  std::cerr << "scorer: measuring the GPU (copy bandwidth, matrix rate, launch cost)\n";
-  const nlohmann::json cal = gpu_child([&] {
-    RunMeta m;
-    nlohmann::json j;
-    // CUPTI first, before the process has done CUDA work: a trace that cannot
-    // start here would not start in a shape's process either.
-    if (o.run.trace) {
-      try {
-        KernelTrace probe;
-      } catch (const TraceUnavailable& e) {
-        j["trace_unavailable"] = e.what();
-      }
-    }
-    calibrate(m);
-    j.update(calibration_json(m));
-    return j;
-  }, 300, &failure);
+  std::string failure, no_trace, bad_choice;
+  std::cerr << "scorer: measuring the GPU" << (o.gpus.given ? "s" : "")
+            << " (copy bandwidth, matrix rate, launch cost)\n";
+  std::vector<GpuLane> lanes = start_lanes(o.gpus, run.meta, o.run.trace, &no_trace, &failure, &bad_choice);
   if (stop_requested()) {
     std::cerr << "scorer: interrupted\n";
     return kExitInterrupted;
   }
-  if (cal.is_null()) {
+  if (!bad_choice.empty()) {
+    std::cerr << "command line: --gpus: " << bad_choice << "\n";
+    return kExitBadInput;
+  }
+  if (lanes.empty()) {
     std::cerr << "scorer: no usable GPU: " << failure << "\n";
     return kExitNoGpu;
   }
-  apply_calibration(run.meta, cal);
-  if (cal.contains("trace_unavailable")) {
-    std::cerr << "scorer: CUPTI unavailable (" << cal["trace_unavailable"].get<std::string>()
+  run.meta = lanes[0].meta;  // the run's figures are its first GPU's; every GPU's are in meta.gpus
+  for (const GpuLane& lane : lanes) run.meta.gpus.push_back(lane.info);
+  if (!no_trace.empty()) {
+    std::cerr << "scorer: CUPTI unavailable (" << no_trace
               << "): timing with events alone, without the second timer or the foreign-work guard\n";
     o.run.trace = false;
     run.meta.timer = "events";
@@ -449,28 +414,25 @@ int score(const std::vector<std::string>& args, bool timing) {
       return kExitBadInput;
     }
   }
-  std::cerr << "scorer: " << run.meta.gpu_name << ", copy " << int(run.meta.copy_gbps) << " GB/s, bf16 "
-            << int(run.meta.matrix_tflops) << " TFLOP/s, empty launch " << run.meta.empty_launch_us << " us\n"
-            << "scorer: clocks " << clocks_line(run.meta.sm_clock_mhz_start, run.meta.mem_clock_mhz_start,
-                                                run.meta.throttle_reasons, run.meta.nvml)
-            << "\nscorer: timer " << run.meta.timer << ", " << run.meta.replicates << " replicate"
-            << (run.meta.replicates == 1 ? "" : "s") << " per shape\n";
+  print_gpu_header(std::cerr, lanes);
+  std::cerr << "scorer: timer " << run.meta.timer << ", " << run.meta.replicates << " replicate"
+            << (run.meta.replicates == 1 ? "" : "s") << " per shape"
+            << (o.shard.index > 0 ? ", shard " + std::to_string(o.shard.index) + " of " +
+                                        std::to_string(o.shard.count)
+                                  : "")
+            << "\n";
 
-  score_replicates(o, shapes, run);
+  score_replicates(o, shapes, lanes, run);
 
   if (!stop_requested()) {
-    const nlohmann::json end = gpu_child([] {
-      const ClockReading c = read_clocks_now();
-      return nlohmann::json{{"sm", c.sm_mhz}, {"mem", c.mem_mhz}, {"reasons", c.reasons}};
-    }, 120, &failure);
-    if (!end.is_null()) {
-      run.meta.sm_clock_mhz_end = end["sm"].get<double>();
-      run.meta.mem_clock_mhz_end = end["mem"].get<double>();
-      run.meta.throttle_reasons |= end["reasons"].get<uint64_t>();
-      std::cerr << "scorer: clocks at the end "
-                << clocks_line(run.meta.sm_clock_mhz_end, run.meta.mem_clock_mhz_end, run.meta.throttle_reasons,
-                               run.meta.nvml)
-                << "\n";
+    read_end_clocks(lanes);
+    run.meta.sm_clock_mhz_end = lanes[0].meta.sm_clock_mhz_end;
+    run.meta.mem_clock_mhz_end = lanes[0].meta.mem_clock_mhz_end;
+    run.meta.throttle_reasons |= lanes[0].meta.throttle_reasons;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      const RunMeta& m = lanes[i].meta;
+      std::cerr << "scorer: clocks at the end " << (lanes.size() > 1 ? "(GPU " + std::to_string(i) + ") " : "")
+                << clocks_line(m.sm_clock_mhz_end, m.mem_clock_mhz_end, m.throttle_reasons, m.nvml) << "\n";
     }
   }
   // Also a stop during the last clock reading: the run is then not saved as whole.
@@ -489,6 +451,12 @@ int score(const std::vector<std::string>& args, bool timing) {
     print_table(std::cout, run);
     // An interrupted run is kept apart: latest.json always holds a whole run.
     try {
+      if (o.shard.index > 0 && !interrupted) {  // a share of a run: its file alone, for scorer merge
+        save_results(run, o.out);
+        std::cout << "\nshard " << o.shard.index << " of " << o.shard.count << ": " << o.out
+                  << " (scorer merge joins the shards)\n";
+        return run.correctness_passed ? kExitOk : kExitIncorrect;
+      }
       const std::string keep = "results/runs/" + utc_now("%Y%m%dT%H%M%SZ") + "-" +
                                (run.meta.git_commit.empty() ? "nogit" : run.meta.git_commit.substr(0, 8)) +
                                (interrupted ? "-interrupted" : "") + ".json";
