@@ -4,6 +4,11 @@
 // naming the file and the field.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -277,4 +282,75 @@ TEST_CASE("merge: the command writes the merged file, or one line and exit 2") {
   CHECK(err == args[1] + ": field 'meta.seed': 8, but " + args[0] + " has 7 (the shards of one run share it)\n");
   CHECK(call({args[0], "--bogus"}, &err) == scorer::kExitBadInput);
   CHECK(err == "command line: unknown option '--bogus' (see scorer merge --help)\n");
+}
+
+// scripts/slurm-score.sh through tests/fake-sbatch, which runs the job array
+// and the merge job here; a stand-in scorer hands out the synthetic shards
+// and calls the real scorer's merge.
+TEST_CASE("merge: slurm-score.sh runs a job array of shards, then the merge after them") {
+  namespace fs = std::filesystem;
+  const fs::path repo = fs::current_path();
+  const fs::path real = fs::canonical("/proc/self/exe").parent_path().parent_path() / "scorer";
+  if (!fs::exists(repo / "scripts/slurm-score.sh") || !fs::exists(real)) {
+    MESSAGE("not run: needs the repository as the current directory and the scorer built beside the tests");
+    return;
+  }
+  test_util::TempDir dir("scorer-slurm");
+  const std::string d = dir.path.string();
+  for (const ShardFile& f : shards(3)) scorer::save_results(f.run, d + "/prebuilt/" + f.path);
+  dir.write("fake-scorer",
+            "#!/bin/sh\n"
+            "for a; do printf '[%s]' \"$a\"; done >> " + d + "/scorer-calls; echo >> " + d + "/scorer-calls\n"
+            "if [ \"$1\" = run ]; then\n"
+            "  while [ $# -gt 0 ]; do case \"$1\" in --shard) s=$2; shift;; --out) o=$2; shift;; esac; shift; done\n"
+            "  [ -f " + d + "/fail-${s%/*} ] && exit 3\n"
+            "  cp " + d + "/prebuilt/shard-${s%/*}-of-${s#*/}.json \"$o\"\n"
+            "  exit 1  # a shape failed its checks: the shard still counts as done\n"
+            "fi\n"
+            "shift; exec " + real.string() + " merge \"$@\"\n");
+  fs::permissions(dir.path / "fake-scorer", fs::perms::owner_all);
+  fs::create_directories(dir.path / "bin");
+  fs::create_symlink(repo / "tests/fake-sbatch", dir.path / "bin/sbatch");
+  auto slurm = [&](const std::string& state) {
+    const std::string cmd = "cd '" + repo.string() + "' && PATH='" + d + "/bin" +
+                            "':\"$PATH\" FAKE_SBATCH_DIR='" + d + "/" + state + "' scripts/slurm-score.sh --shards 3 " +
+                            "--gpus-per-task 2 --scorer '" + d + "/fake-scorer' --dir '" + d + "/" + state +
+                            "-files' --out '" + d + "/" + state + "-merged.json' --wait -- --filter 'dense_*' " +
+                            "--recorded 'my file.toml' >" + d + "/" + state + ".log 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream log(d + "/" + state + ".log");
+    std::ostringstream text;
+    text << log.rdbuf();
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text.str());
+  };
+  // Shape 1 of the synthetic run fails its checks: the merged run exits 1, as run would.
+  const auto [rc, log] = slurm("ok");
+  CHECK_MESSAGE(rc == scorer::kExitIncorrect, log);
+  RunResult single = single_host();
+  RunResult merged = scorer::load_results(d + "/ok-merged.json");
+  single.meta.command_line = merged.meta.command_line;
+  CHECK(scorer::results_to_json(merged).dump() == scorer::results_to_json(single).dump());
+  std::ifstream calls(d + "/scorer-calls");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(calls, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 4);
+  for (int i = 1; i <= 3; ++i)
+    CHECK(lines[size_t(i - 1)] == "[run][--shard][" + std::to_string(i) + "/3][--out][" + d + "/ok-files/shard-" +
+                                      std::to_string(i) + "-of-3.json][--gpus][all][--filter][dense_*][--recorded]"
+                                      "[my file.toml]");
+  CHECK(lines[3].find("[merge][" + d + "/ok-files/shard-1-of-3.json]") == 0);
+  std::ifstream sb(d + "/ok/calls");
+  std::string array, merge;
+  std::getline(sb, array);
+  std::getline(sb, merge);
+  CHECK(array.find("--array=1-3") != std::string::npos);
+  CHECK(array.find("--gpus-per-task=2") != std::string::npos);
+  CHECK(merge.find("--dependency=afterok:1001") != std::string::npos);
+
+  // A shard that could not run holds the merge back.
+  dir.write("fail-2", "");
+  const auto [failed_rc, failed_log] = slurm("failed");
+  CHECK_MESSAGE(failed_rc == 3, failed_log);
+  CHECK(failed_log.find("slurm-score.sh: the merge did not run: a shard failed") != std::string::npos);
+  CHECK(!fs::exists(d + "/failed-merged.json"));
 }
