@@ -19,6 +19,7 @@
 #include "scorer/results_json.h"
 #include "scorer/shard.h"
 #include "scorer/stats.h"
+#include "tests/command_output.h"
 #include "tests/temp_dir.h"
 
 using scorer::RunResult;
@@ -256,14 +257,9 @@ TEST_CASE("merge: the command writes the merged file, or one line and exit 2") {
   }
   const std::string out = (dir.path / "merged.json").string();
   auto call = [](const std::vector<std::string>& a, std::string* err) {
-    std::ostringstream o, e;
-    std::streambuf* old_out = std::cout.rdbuf(o.rdbuf());
-    std::streambuf* old_err = std::cerr.rdbuf(e.rdbuf());
-    const int rc = scorer::merge_main(a);
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
-    *err = e.str();
-    return rc;
+    const test_util::CommandOutcome o = test_util::call_command(scorer::merge_main, a);
+    *err = o.err;
+    return o.rc;
   };
   std::string err;
   std::vector<std::string> a = args;

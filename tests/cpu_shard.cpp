@@ -6,8 +6,11 @@
 #include <map>
 #include <stdexcept>
 
+#include "scorer/commands.h"
 #include "scorer/dispatch.h"
+#include "scorer/exit_codes.h"
 #include "scorer/shard.h"
+#include "tests/command_output.h"
 
 namespace {
 
@@ -74,4 +77,20 @@ TEST_CASE("shard: --shard I/N and its default file") {
   CHECK(scorer::default_shard_path(s) == "results/shard-2-of-5.json");
   for (const char* bad : {"", "1", "0/2", "3/2", "1/0", "a/2", "1/2/3", "-1/2", "1/100000", "/2", "1/"})
     CHECK_THROWS_AS(scorer::parse_shard(bad), std::invalid_argument);
+}
+
+TEST_CASE("shard: scorer run refuses a bad --shard or --gpus with one line, before any GPU work") {
+  using test_util::call_command;
+  auto o = call_command(scorer::run_main, {"--shard", "3/2"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --shard: I must be 1 to N, got '3/2'\n");
+  o = call_command(scorer::run_main, {"--gpus", "none"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --gpus: expected all, a count or a list of device ordinals (0,1,...), got 'none'\n");
+  o = call_command(scorer::check_main, {"--shard", "1/2"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: unknown option '--shard' (see scorer run --help)\n");
+  o = call_command(scorer::run_main, {"--help"});
+  CHECK(o.rc == scorer::kExitOk);
+  CHECK(o.out.find("--shard I/N") != std::string::npos);
 }
