@@ -96,7 +96,7 @@ void assemble_run(RunResult& run, const std::vector<Shape>& shapes,
       if (p.gpu >= 0 && size_t(p.gpu) < run.meta.gpus.size())
         empty_launch_us = std::max(empty_launch_us, run.meta.gpus[size_t(p.gpu)].empty_launch_us);
     judge_timers(r, empty_launch_us);
-    judge_baseline(r);
+    judge_baseline(r, empty_launch_us);
   }
 }
 

@@ -41,7 +41,7 @@ void judge_timers(ShapeResult& r, double empty_launch_us) {
                       ": some of the call's work ran outside the events");
 }
 
-void judge_baseline(ShapeResult& r) {
+void judge_baseline(ShapeResult& r, double empty_launch_us) {
   if (r.status != "ok") return;
   std::vector<double> untouched;
   for (const ReplicateResult& p : r.replicates)
@@ -51,15 +51,15 @@ void judge_baseline(ShapeResult& r) {
   const double paired = median_of_medians(r, &ReplicateResult::baseline_us);
   const auto [lo, hi] = std::minmax_element(untouched.begin(), untouched.end());
   const double spread = (*hi - *lo) / u;
-  const double bound = std::max(spread, kMinDisturbance);
+  const double bound = std::max({spread, kMinDisturbance, empty_launch_us / u});
   const double slower = paired / u - 1;
   if (!(slower > bound)) return;
   r.status = "baseline disturbed";
   r.reason = "the paired baseline's median " + us(paired) + " is " + pct(slower) +
              " slower than the untouched baseline's " + us(u) +
              " (timed in the same processes before any submission code ran); the bound is " + pct(bound) +
-             " (the untouched medians' spread over " + std::to_string(untouched.size()) +
-             " replicates, at least " + pct(kMinDisturbance) +
+             " (the largest of the untouched medians' spread over " + std::to_string(untouched.size()) +
+             " replicates, " + pct(kMinDisturbance) + " and one empty launch, " + us(empty_launch_us) +
              "). Possible causes: work of the submission running beside the baseline, a device setting the "
              "submission changed, the card slowed by the heat or power of the submission's kernels";
 }

@@ -156,12 +156,12 @@ scorer::ShapeResult shape_with(const std::vector<std::vector<double>>& base,
 TEST_CASE("baseline disturbed: slower than the untouched baseline beyond the spread and 3%") {
   SUBCASE("2% slower: within 3%") {
     scorer::ShapeResult r = shape_with({{20.4}, {20.4}, {20.4}}, {{20}, {20}, {20}});
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0.3);
     CHECK(r.status == "ok");
   }
   SUBCASE("8% slower, untouched spread 1%") {
     scorer::ShapeResult r = shape_with({{21.6, 21.6}, {21.6}, {21.6}}, {{20, 20}, {20.2}, {20.1}});
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0.3);
     CHECK(r.status == "baseline disturbed");
     CHECK(r.reason.rfind("the paired baseline's median 21.60 us is 7.5% slower than the untouched baseline's "
                          "20.10 us",
@@ -171,21 +171,32 @@ TEST_CASE("baseline disturbed: slower than the untouched baseline beyond the spr
   }
   SUBCASE("8% slower, but the untouched medians spread 10%") {
     scorer::ShapeResult r = shape_with({{21.6}, {21.6}, {21.6}}, {{19}, {20}, {21}});
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0.3);
     CHECK(r.status == "ok");
+  }
+  SUBCASE("on a short baseline, one empty launch is the bound") {
+    // 13 us untouched, 3 us launch: 10% slower is within it (the router's case), 30% is not.
+    scorer::ShapeResult r = shape_with({{14.3}, {14.3}, {14.3}}, {{13}, {13}, {13}});
+    scorer::judge_baseline(r, 3.0);
+    CHECK(r.status == "ok");
+    r = shape_with({{16.9}, {16.9}, {16.9}}, {{13}, {13}, {13}});
+    scorer::judge_baseline(r, 3.0);
+    CHECK(r.status == "baseline disturbed");
+    CHECK(r.reason.find("the bound is 23.1%") != std::string::npos);
+    CHECK(r.reason.find("one empty launch, 3.00 us") != std::string::npos);
   }
   SUBCASE("faster than the untouched baseline is no disturbance") {
     scorer::ShapeResult r = shape_with({{15}}, {{20}});
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0.3);
     CHECK(r.status == "ok");
   }
   SUBCASE("no untouched trials, or a failed shape: left as they are") {
     scorer::ShapeResult r = shape_with({{40}}, {{}});
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0.3);
     CHECK(r.status == "ok");
     r = shape_with({{40}}, {{20}});
     r.status = "crash";
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0.3);
     CHECK(r.status == "crash");
   }
 }

@@ -64,6 +64,16 @@ void require_fails(const scorer::ShapeResult& r, const std::string& status, cons
   CHECK(r.reason.find(reason_part) != std::string::npos);
 }
 
+// The shape fails with one of `statuses`, its reason holding the matching part.
+void require_fails_any(const scorer::ShapeResult& r,
+                       std::initializer_list<std::pair<const char*, const char*>> statuses) {
+  INFO("shape: " << r.shape.name << ", status: " << r.status << ", reason: " << r.reason);
+  bool matched = false;
+  for (const auto& [status, reason_part] : statuses)
+    matched = matched || (r.status == status && r.reason.find(reason_part) != std::string::npos);
+  CHECK(matched);
+}
+
 // Timing as `scorer run` does it, cut short: one weight set, one check,
 // no warm-up (so that timed call N of the candidate is paired trial N), 40 trials.
 scorer::RunOptions guard_options() {
@@ -157,7 +167,7 @@ TEST_CASE("a device synchronisation inside run() is caught") {
 TEST_CASE("guards: the real kernels pass with no flag on every dense and pooler shape") {
   for (const scorer::Shape& s : shapes_of({scorer::Op::dense, scorer::Op::pooler})) {
     scorer::ShapeResult r = run_scenario("real", s.name);
-    scorer::judge_baseline(r);
+    scorer::judge_baseline(r, 0);
     INFO("shape: " << s.name << ", status: " << r.status << ", reason: " << r.reason);
     CHECK(r.status == "ok");
     REQUIRE(r.replicates.size() == 1);
@@ -176,23 +186,23 @@ TEST_CASE("guards: the real kernels pass with no flag on every dense and pooler 
   }
 }
 
+// The load left running after a call is seen by whichever guard meets it
+// first: CUPTI, in the next timed window (its kernels outlive the call), or
+// the bounded wait before a baseline call (escaped work). Likewise the late
+// thread's kernels land in the baseline's window or in the next call's.
 TEST_CASE("guards: each bad kernel fails with its reason on every dense and pooler shape") {
-  struct Case {
-    const char* scenario;
-    const char* status;
-    const char* reason;
-  };
-  const Case cases[] = {
-      {"background_load", "escaped work", "the device was still busy"},
-      {"late_thread", "foreign work", "foreign work during the baseline"},
-      {"persisting_l2", "changed device state", "persisting-L2 limit: 0 bytes before prepare"},
-      {"wrong_in_timed_37", "incorrect", "paired trial 37: the submission's output is wrong"},
-  };
-  for (const scorer::Shape& s : shapes_of({scorer::Op::dense, scorer::Op::pooler}))
-    for (const Case& c : cases) {
-      INFO("scenario " << c.scenario);
-      require_fails(run_scenario(c.scenario, s.name), c.status, c.reason);
-    }
+  for (const scorer::Shape& s : shapes_of({scorer::Op::dense, scorer::Op::pooler})) {
+    INFO("scenario background_load");
+    require_fails_any(run_scenario("background_load", s.name),
+                      {{"foreign work", "foreign work during"}, {"escaped work", "the device was still busy"}});
+    INFO("scenario late_thread");
+    require_fails_any(run_scenario("late_thread", s.name), {{"foreign work", "foreign work during"}});
+    INFO("scenario persisting_l2");
+    require_fails(run_scenario("persisting_l2", s.name), "changed device state", "persisting-L2 limit: ");
+    INFO("scenario wrong_in_timed_37");
+    require_fails(run_scenario("wrong_in_timed_37", s.name), "incorrect",
+                  "paired trial 37: the submission's output is wrong");
+  }
 }
 
 TEST_CASE("guards: a result wrong in timed trial 1, 2 or the last keeps its reason and a readable result") {
@@ -210,15 +220,22 @@ TEST_CASE("guards: a result wrong in timed trial 1, 2 or the last keeps its reas
 
 // Issue 34: on small shapes, where the raw-limit check could not fire, the
 // floor check alone (no output checks, no kernel trace) catches a kernel that
-// works outside the events and one that replays a cached result.
+// works outside the events. A kernel replaying a cached result is caught
+// by it where the floor is well above one launch; on the smallest shapes
+// such a copy costs about what their floor does (one launch and one DRAM
+// trip: measured, docs/perf-log-scorer.md F5), and the fresh-input checks
+// catch it ("a cached result replayed on new inputs is caught").
 TEST_CASE("impossible: side-stream and cached-result kernels are caught by the floor check alone") {
   std::vector<std::string> small;
   for (const scorer::Shape& s : shapes_of({scorer::Op::router})) small.push_back(s.name);
   small.push_back("pooler_b8_h1024");
   small.push_back("pooler_b16_h1024");
-  for (const std::string& name : small)
-    for (const char* scenario : {"side_stream_alone", "cached_result_alone"}) {
-      INFO("scenario " << scenario);
-      require_fails(run_scenario(scenario, name), "impossible", "is below 90% of the floor");
-    }
+  for (const std::string& name : small) {
+    INFO("scenario side_stream_alone");
+    require_fails(run_scenario("side_stream_alone", name), "impossible", "is below 90% of the floor");
+  }
+  for (const char* name : {"pooler_b8_h4096", "dense_m32_o", "dense_m32_down"}) {
+    INFO("scenario cached_result_alone");
+    require_fails(run_scenario("cached_result_alone", name), "impossible", "is below 90% of the floor");
+  }
 }

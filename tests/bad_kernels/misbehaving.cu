@@ -193,7 +193,9 @@ class Mischief {
   static constexpr size_t kLoadBytes = size_t(64) << 20;
 
   // After each call: kernels of 150 us, one at a time with 200 us between
-  // them, for about 4 ms, on a stream of the thread's own.
+  // them, on a stream of the thread's own, until the next call asks again
+  // (at most 50 ms): so they run into whatever the scorer times next,
+  // however long its host work between calls takes.
   void late_launches() {
     cudaSetDevice(device_);
     cudaStream_t mine = nullptr;
@@ -205,10 +207,13 @@ class Mischief {
       served_ = requests_;
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-      for (int i = 0; i < 12; ++i) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      for (;;) {
         spin_kernel<<<1, 32, 0, mine>>>(150000);
         cudaStreamSynchronize(mine);
         std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::lock_guard<std::mutex> again(mutex_);
+        if (stop_ || requests_ != served_ || std::chrono::steady_clock::now() > until) break;
       }
       lock.lock();
     }

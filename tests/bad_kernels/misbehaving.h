@@ -16,7 +16,7 @@ enum class Guarded {
   none,            // the real kernel unchanged: the control
   background_load, // leaves a bandwidth-heavy kernel running on a stream of its own after each call,
                    // stopped when its next call begins (so it runs while the baseline is timed)
-  late_thread,     // a thread of its own launches kernels for a few ms after each call returned
+  late_thread,     // a thread of its own launches kernels after each call returned, until the next call
   persisting_l2,   // reserves the largest persisting-L2 carve-out in prepare
   wrong_in_timed,  // the output goes wrong in one timed call only (it sees the scorer's stream held)
   side_stream,     // does the work on a stream of its own while the scorer's stream is held, and waits
