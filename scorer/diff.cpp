@@ -10,6 +10,7 @@
 
 #include "scorer/aggregate_rule.h"
 #include "scorer/commands.h"
+#include "scorer/command_line.h"
 #include "scorer/exit_codes.h"
 #include "scorer/results_json.h"
 #include "scorer/stats.h"
@@ -177,59 +178,11 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const DiffOpti
 }
 
 int diff_main(const std::vector<std::string>& args) {
-  static const char* usage =
-      "usage: scorer diff [LATEST.json [BEST.json]] [--results-dir DIR] [--force]\n"
-      "                   [--min-change PCT] [--fail-on worse|any-change]\n"
-      "Compares a run (default DIR/latest.json) with the selected best (default\n"
-      "DIR/best.json; DIR defaults to results) by the submission's own times: per\n"
-      "shape, per regime and overall the change latest/selected with its 95%\n"
-      "interval from both runs' replicates, and a verdict better/worse/same (the\n"
-      "interval excludes no change and the change exceeds the minimum). The\n"
-      "baselines' times are shown beside it and never decide.\n"
-      "  --force       compare runs from different GPUs, shapes files, scorer\n"
-      "                versions or timing modes\n"
-      "  --min-change PCT      the smallest change that counts (default: measured,\n"
-      "                        4 standard errors of a typical shape's change)\n"
-      "  --fail-on worse       exit 1 when a shape, a regime or the aggregate got worse\n"
-      "  --fail-on any-change  exit 1 when anything changed\n"
-      "Exit codes: 0 compared, 1 --fail-on met, 2 bad input or runs not comparable.\n";
-  std::string dir = "results";
-  std::vector<std::string> files;
-  DiffOptions opt;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      return kExitOk;
-    } else if (a == "--force") {
-      opt.force = true;
-    } else if ((a == "--results-dir" || a == "--fail-on" || a == "--min-change") && i + 1 < args.size()) {
-      const std::string& v = args[++i];
-      if (a == "--min-change") {
-        char* end = nullptr;
-        const double pct = std::strtod(v.c_str(), &end);
-        if (end == v.c_str() || *end || !(pct >= 0 && pct < 100)) {
-          std::cerr << "scorer diff: --min-change takes a percentage in [0, 100) (got '" << v << "')\n";
-          return kExitBadInput;
-        }
-        opt.min_change = pct / 100;
-      } else if (a == "--results-dir") {
-        dir = v;
-      } else if (v == "worse") {
-        opt.fail_on = FailOn::worse;
-      } else if (v == "any-change") {
-        opt.fail_on = FailOn::any_change;
-      } else {
-        std::cerr << "scorer diff: --fail-on takes 'worse' or 'any-change' (got '" << v << "')\n";
-        return kExitBadInput;
-      }
-    } else if (a.rfind("-", 0) == 0 || files.size() == 2) {
-      std::cerr << "scorer diff: unexpected argument '" << a << "' (see scorer diff --help)\n";
-      return kExitBadInput;
-    } else {
-      files.push_back(a);
-    }
-  }
+  DiffArgs a;
+  if (const int rc = parse_diff_args(args, &a); rc != kGoOn) return rc;
+  const std::vector<std::string>& files = a.files;
+  const std::string& dir = a.results_dir;
+  const DiffOptions& opt = a.diff;
   std::string latest_path = files.size() > 0 ? files[0] : dir + "/latest.json";
   std::string best_path = files.size() > 1 ? files[1] : dir + "/best.json";
   if (files.size() < 2 && !std::filesystem::exists(best_path)) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/results_json.h"
@@ -333,58 +334,17 @@ int print_history(const std::string& results_dir, std::ostream& out, std::ostrea
   }
 }
 
-namespace {
-
-// Parses `[--results-dir DIR] [one positional]`; returns false after printing
-// the usage (help) or an error, with *rc set.
-bool parse_common(const std::vector<std::string>& args, const char* cmd, const char* usage, int max_pos,
-                  std::string* dir, std::vector<std::string>* pos, int* rc) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      *rc = kExitOk;
-      return false;
-    }
-    if (a == "--results-dir" && i + 1 < args.size()) {
-      *dir = args[++i];
-    } else if (a.rfind("-", 0) == 0 || static_cast<int>(pos->size()) == max_pos) {
-      std::cerr << "scorer " << cmd << ": unexpected argument '" << a << "' (see scorer " << cmd << " --help)\n";
-      *rc = kExitBadInput;
-      return false;
-    } else {
-      pos->push_back(a);
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 int select_main(const std::vector<std::string>& args) {
-  static const char* usage =
-      "usage: scorer select [RUN.json] [--results-dir DIR]\n"
-      "Promotes a run (default DIR/latest.json; DIR defaults to results) to\n"
-      "DIR/best.json, only when it passed correctness on every shape. The previous\n"
-      "best is kept under DIR/history/ and logged in DIR/history/index.tsv.\n"
-      "Exit codes: 0 selected, 1 the run did not pass, 2 bad input.\n";
-  std::string dir = "results";
-  std::vector<std::string> pos;
-  int rc = kExitOk;
-  if (!parse_common(args, "select", usage, 1, &dir, &pos, &rc)) return rc;
-  return select_run(pos.empty() ? dir + "/latest.json" : pos[0], dir, std::cout, std::cerr);
+  ResultsDirArgs a;
+  if (const int rc = parse_select_args(args, &a); rc != kGoOn) return rc;
+  return select_run(a.files.empty() ? a.results_dir + "/latest.json" : a.files[0], a.results_dir, std::cout,
+                    std::cerr);
 }
 
 int history_main(const std::vector<std::string>& args) {
-  static const char* usage =
-      "usage: scorer history [--results-dir DIR]\n"
-      "Lists the selected best and every run selected or retired before it\n"
-      "(DIR/history/index.tsv; DIR defaults to results).\n";
-  std::string dir = "results";
-  std::vector<std::string> pos;
-  int rc = kExitOk;
-  if (!parse_common(args, "history", usage, 0, &dir, &pos, &rc)) return rc;
-  return print_history(dir, std::cout, std::cerr);
+  ResultsDirArgs a;
+  if (const int rc = parse_history_args(args, &a); rc != kGoOn) return rc;
+  return print_history(a.results_dir, std::cout, std::cerr);
 }
 
 }  // namespace scorer

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "scorer/command_line.h"
 #include "scorer/dispatch.h"
 #include "scorer/exit_codes.h"
 #include "scorer/recorded.h"
@@ -157,37 +158,12 @@ RunResult merge_shards(const std::vector<ShardFile>& shards, const std::string& 
 }
 
 int merge_main(const std::vector<std::string>& args) {
-  std::vector<std::string> paths;
-  std::string out = "results/latest.json", recorded;
+  MergeArgs m;
+  if (const int rc = parse_merge_args(args, &m); rc != kGoOn) return rc;
+  const std::vector<std::string>& paths = m.shards;
+  const std::string &out = m.out, &recorded = m.recorded;
   std::string command_line = "scorer merge";
   for (const std::string& a : args) command_line += " " + a;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::cout << "usage: scorer merge SHARD.json... [--out FILE] [--recorded FILE]\n"
-                   "joins the files of `scorer run --shard I/N` (one per shard, any order) into one results\n"
-                   "file of the same form as a run on one host; refuses shards of other builds, shapes files,\n"
-                   "seeds, replicate counts, baselines, scoring rules or GPU models, and overlapping or\n"
-                   "missing shards\n"
-                   "  --out FILE        the merged results (default results/latest.json)\n"
-                   "  --recorded FILE   also show speedups against recorded baseline times, as run does\n"
-                   "exit codes: 0 all correct, 1 a correctness failure, 2 bad input (one line naming the\n"
-                   "file and the field)\n";
-      return kExitOk;
-    }
-    if (a == "--out" || a == "--recorded") {
-      if (i + 1 >= args.size()) {
-        std::cerr << "command line: " << a << " needs a value\n";
-        return kExitBadInput;
-      }
-      (a == "--out" ? out : recorded) = args[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      std::cerr << "command line: unknown option '" << a << "' (see scorer merge --help)\n";
-      return kExitBadInput;
-    } else {
-      paths.push_back(a);
-    }
-  }
   try {
     std::vector<ShardFile> shards;
     for (const std::string& p : paths) shards.push_back({p, load_results(p)});

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/results_json.h"
@@ -366,32 +367,10 @@ int verify_package(const std::string& tarball, std::ostream& out, std::ostream& 
 }
 
 int package_main(const std::vector<std::string>& args) {
-  static const char* usage =
-      "usage: scorer package [--out FILE] [--results-dir DIR] [--force]\n"
-      "       scorer package --verify FILE\n"
-      "Writes a reproducible .tar.gz (default DIR/submission.tar.gz; DIR defaults to\n"
-      "results) of the submission's files (those scripts/tree-hash hashes: nothing\n"
-      "built or ignored) with a MANIFEST of their sha256, the git commit and the\n"
-      "selected run it was scored with. Refuses when DIR/best.json is missing or was\n"
-      "scored with another submission, unless --force (the MANIFEST then says so).\n"
-      "  --verify FILE  check a tarball against its MANIFEST\n"
-      "Exit codes: 0 done (verified), 1 refused (does not match), 2 bad input.\n";
-  PackageOptions opt;
-  std::string verify;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      return kExitOk;
-    } else if (a == "--force") {
-      opt.force = true;
-    } else if ((a == "--out" || a == "--results-dir" || a == "--verify") && i + 1 < args.size()) {
-      (a == "--out" ? opt.out : a == "--results-dir" ? opt.results_dir : verify) = args[++i];
-    } else {
-      std::cerr << "scorer package: unexpected argument '" << a << "' (see scorer package --help)\n";
-      return kExitBadInput;
-    }
-  }
+  PackageArgs a;
+  if (const int rc = parse_package_args(args, &a); rc != kGoOn) return rc;
+  const PackageOptions& opt = a.package;
+  const std::string& verify = a.verify;
   if (!verify.empty()) return verify_package(verify, std::cout, std::cerr);
   return build_package(opt, std::cout, std::cerr);
 }

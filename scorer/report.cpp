@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/results_json.h"
@@ -354,27 +355,10 @@ std::string render_report(const RunResult& latest, const RunResult* best) {
 }
 
 int report_main(const std::vector<std::string>& args) {
-  static const char* usage =
-      "usage: scorer report [LATEST.json] [--best BEST.json] [--out FILE] [--results-dir DIR]\n"
-      "Writes a self-contained HTML page (default DIR/report.html; DIR defaults to\n"
-      "results) with a bar per shape of the run (default DIR/latest.json) beside the\n"
-      "selected best (default DIR/best.json, when there is one), and a table of the\n"
-      "numbers. scripts/screenshot-report renders it to a PNG.\n";
-  std::string dir = "results", latest_path, best_path, out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      return kExitOk;
-    } else if ((a == "--best" || a == "--out" || a == "--results-dir") && i + 1 < args.size()) {
-      (a == "--best" ? best_path : a == "--out" ? out : dir) = args[++i];
-    } else if (a.rfind("-", 0) == 0 || !latest_path.empty()) {
-      std::cerr << "scorer report: unexpected argument '" << a << "' (see scorer report --help)\n";
-      return kExitBadInput;
-    } else {
-      latest_path = a;
-    }
-  }
+  ReportArgs a;
+  if (const int rc = parse_report_args(args, &a); rc != kGoOn) return rc;
+  const std::string& dir = a.results_dir;
+  std::string latest_path = a.latest, best_path = a.best, out = a.out;
   if (latest_path.empty()) latest_path = dir + "/latest.json";
   if (best_path.empty() && fs::exists(dir + "/best.json")) best_path = dir + "/best.json";
   if (out.empty()) out = dir + "/report.html";

@@ -277,7 +277,7 @@ TEST_CASE("merge: the command writes the merged file, or one line and exit 2") {
   CHECK(call(a, &err) == scorer::kExitBadInput);
   CHECK(err == args[1] + ": field 'meta.seed': 8, but " + args[0] + " has 7 (the shards of one run share it)\n");
   CHECK(call({args[0], "--bogus"}, &err) == scorer::kExitBadInput);
-  CHECK(err == "command line: unknown option '--bogus' (see scorer merge --help)\n");
+  CHECK(err == "command line: unexpected argument '--bogus' (see scorer merge --help)\n");
 }
 
 // scripts/slurm-score.sh through tests/fake-sbatch, which runs the job array

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 struct Outcome {
   int rc;
   std::string err;
+  std::string out;
 };
 
 Outcome call(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
@@ -30,7 +31,7 @@ Outcome call(int (*command)(const std::vector<std::string>&), const std::vector<
   const int rc = command(args);
   std::cout.rdbuf(old_out);
   std::cerr.rdbuf(old_err);
-  return {rc, err.str()};
+  return {rc, err.str(), out.str()};
 }
 
 }  // namespace
@@ -43,7 +44,7 @@ TEST_CASE("run: a results file it could not write is refused before any shape is
 
   Outcome o = call(scorer::run_main, {"--out", d});
   CHECK(o.rc == scorer::kExitBadInput);
-  CHECK(o.err == "command line: --out " + d + ": is a directory, not a results file\n");
+  CHECK(o.err == "command line: --out " + d + ": is a directory, not a file to write\n");
 
   std::ofstream(dir / "file") << "x";
   o = call(scorer::run_main, {"--out", d + "/file/latest.json"});
@@ -87,7 +88,7 @@ TEST_CASE("run and list: seeds and counts are whole numbers; every option has it
   o = call(scorer::list_main, {"--shapes"});
   CHECK(o.err == "command line: --shapes needs a value\n");
   o = call(scorer::list_main, {"--colour"});
-  CHECK(o.err == "command line: unknown option '--colour' (see scorer list --help)\n");
+  CHECK(o.err == "command line: unexpected argument '--colour' (see scorer list --help)\n");
 }
 
 TEST_CASE("run: --baseline OP=NAME names one of the op's baselines, once per op") {
@@ -106,4 +107,51 @@ TEST_CASE("run: --baseline OP=NAME names one of the op's baselines, once per op"
                               "no-such.toml"});
   CHECK(o.rc == scorer::kExitBadInput);
   CHECK(o.err.rfind("no-such.toml: cannot read", 0) == 0);
+}
+
+TEST_CASE("every subcommand: one option layer, with the same help, errors and repeated-option rule") {
+  using Main = int (*)(const std::vector<std::string>&);
+  const std::vector<std::pair<std::string, Main>> commands = {
+      {"run", scorer::run_main},         {"check", scorer::check_main},   {"list", scorer::list_main},
+      {"diff", scorer::diff_main},       {"select", scorer::select_main}, {"history", scorer::history_main},
+      {"report", scorer::report_main},   {"package", scorer::package_main}, {"merge", scorer::merge_main}};
+  for (const auto& [name, command] : commands) {
+    CAPTURE(name);
+    Outcome o = call(command, {"--help"});
+    CHECK(o.rc == scorer::kExitOk);
+    CHECK(o.err.empty());
+    CHECK(o.out.find("-h,--help") != std::string::npos);
+    CHECK(o.out.find("exit codes:") != std::string::npos);
+
+    o = call(command, {"--no-such-option"});
+    CHECK(o.rc == scorer::kExitBadInput);
+    CHECK(o.out.empty());
+    CHECK(o.err == "command line: unexpected argument '--no-such-option' (see scorer " + name + " --help)\n");
+
+    // An option that takes one value, given twice: refused, never the last one silently.
+    const std::string once = name == "run" || name == "check" || name == "list" ? "--shapes"
+                             : name == "package" || name == "merge"              ? "--out"
+                                                                                 : "--results-dir";
+    o = call(command, {once, "a", once, "b"});
+    CHECK(o.rc == scorer::kExitBadInput);
+    CHECK(o.err == "command line: " + once + " given twice\n");
+    o = call(command, {once});
+    CHECK(o.rc == scorer::kExitBadInput);
+    CHECK(o.err == "command line: " + once + " needs a value\n");
+  }
+  // A flag given twice is a mistake too.
+  Outcome o = call(scorer::diff_main, {"--force", "--force"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --force given twice\n");
+  o = call(scorer::select_main, {"a.json", "b.json"});
+  CHECK(o.err == "command line: unexpected argument 'b.json' (see scorer select --help)\n");
+}
+
+TEST_CASE("run: --filter '' is an error, not every shape") {
+  Outcome o = call(scorer::run_main, {"--filter", ""});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --filter: an empty glob matches no shape\n");
+  o = call(scorer::check_main, {"--filter", "dense_*,"});
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err == "command line: --filter: an empty glob in 'dense_*,'\n");
 }

@@ -89,7 +89,7 @@ TEST_CASE("shard: scorer run refuses a bad --shard or --gpus with one line, befo
   CHECK(o.err == "command line: --gpus: expected all, a count or a list of device ordinals (0,1,...), got 'none'\n");
   o = call_command(scorer::check_main, {"--shard", "1/2"});
   CHECK(o.rc == scorer::kExitBadInput);
-  CHECK(o.err == "command line: unknown option '--shard' (see scorer run --help)\n");
+  CHECK(o.err == "command line: unexpected argument '--shard' (see scorer check --help)\n");
   o = call_command(scorer::run_main, {"--help"});
   CHECK(o.rc == scorer::kExitOk);
   CHECK(o.out.find("--shard I/N") != std::string::npos);
