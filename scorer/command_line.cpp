@@ -153,7 +153,18 @@ const char* kScoreFooter =
     "exit codes: 0 all correct, 1 a correctness failure, 2 bad input, 3 no usable GPU or a\n"
     "CUDA error outside any one shape, 130 interrupted (Ctrl-C or SIGTERM: the shape in\n"
     "progress is dropped, those done are printed and kept in results/runs/*-interrupted.json)\n"
-    "limits: a shapes file of at most 1 MiB, a results or recorded file of at most 128 MiB\n";
+    "limits: a shapes or recorded file of at most 1 MiB, a results file of at most 128 MiB\n";
+
+// kGoOn, or kExitBadInput after saying why `t` may not be written.
+int check_or_refuse(const OutTarget& t) {
+  try {
+    check_out_target(t);
+    return kGoOn;
+  } catch (const UsageError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitBadInput;
+  }
+}
 
 }  // namespace
 
@@ -279,7 +290,7 @@ int parse_score_args(const std::vector<std::string>& args, bool timing, ScoreArg
   try {
     if (o.run.stop.min_trials > o.run.stop.max_trials)
       throw UsageError("command line: --min-trials is above --max-trials");
-    if (timing) check_results_target(o.out, o.best, o.force);
+    if (timing) check_results_target(o.out, o.best, o.force, {o.shapes, o.recorded});
   } catch (const UsageError& e) {
     std::cerr << e.what() << "\n";
     return kExitBadInput;
@@ -395,8 +406,17 @@ int parse_report_args(const std::vector<std::string>& args, ReportArgs* out) {
       .text("--results-dir", "DIR", "the results directory (default results)", &out->results_dir);
   std::vector<std::string> pos;
   const int rc = c.parse(args, &pos);
+  if (rc != kGoOn) return rc;
   if (!pos.empty()) out->latest = pos[0];
-  return rc;
+  const std::string& dir = out->results_dir;
+  if (out->latest.empty()) out->latest = dir + "/latest.json";
+  if (out->out.empty()) out->out = dir + "/report.html";
+  OutTarget t;
+  t.path = out->out;
+  t.results_dir = dir;
+  t.inputs = {out->latest, out->best};
+  t.force = out->force;
+  return check_or_refuse(t);
 }
 
 int parse_package_args(const std::vector<std::string>& args, PackageArgs* out) {
@@ -419,7 +439,13 @@ int parse_package_args(const std::vector<std::string>& args, PackageArgs* out) {
             "let --out replace a protected plain file",
             &out->package.force)
       .text("--verify", "FILE", "check a tarball against its MANIFEST", &out->verify);
-  return c.parse(args);
+  const int rc = c.parse(args);
+  if (rc != kGoOn || !out->verify.empty()) return rc;
+  OutTarget t;
+  t.results_dir = out->package.results_dir;
+  t.path = out->package.out.empty() ? t.results_dir + "/submission.tar.gz" : out->package.out;
+  t.force = out->package.force;
+  return check_or_refuse(t);
 }
 
 }  // namespace scorer

@@ -19,6 +19,7 @@
 #include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
+#include "scorer/file_io.h"
 #include "scorer/results_json.h"
 
 namespace scorer {
@@ -32,12 +33,8 @@ const char* kIndexHeader = "# time\tcommit\tdirty\taggregate\tlo\thi\tfile\teven
   throw std::runtime_error(what + ": " + std::strerror(errno));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+std::string read_file(const std::string& path, size_t max_bytes = kMaxResultsFileBytes) {
+  return read_input_file(path, max_bytes, max_bytes == kMaxIndexFileBytes ? "a history index" : "a results file");
 }
 
 void write_all(int fd, const std::string& data, const std::string& path) {
@@ -71,27 +68,6 @@ std::string write_new_file(const std::string& dir, const std::string& base, cons
     return name;
   }
   throw std::runtime_error(dir + "/" + base + ".json: every suffixed name is taken");
-}
-
-// A temporary file beside the target, renamed over it: readers see the old
-// file or the new one, never half of one.
-void replace_file(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) sys_fail(tmp);
-  try {
-    write_all(fd, data, tmp);
-  } catch (...) {
-    close(fd);
-    unlink(tmp.c_str());
-    throw;
-  }
-  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    errno = e;
-    sys_fail(path);
-  }
 }
 
 void append_entry(const std::string& index, const HistoryEntry& e) {
@@ -179,7 +155,7 @@ std::vector<HistoryEntry> load_history(const std::string& results_dir) {
   const std::string path = results_dir + "/history/index.tsv";
   std::vector<HistoryEntry> out;
   if (!fs::exists(path)) return out;
-  std::istringstream in(read_file(path));
+  std::istringstream in(read_file(path, kMaxIndexFileBytes));
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.empty() || line[0] == '#') continue;
@@ -278,7 +254,7 @@ int select_run(const std::string& run_path, const std::string& results_dir, std:
     // the old best stays best, its archived copy a spare the index never names.
     std::string name;
     if (had_best) name = write_new_file(history_dir, archive_base(old.meta), old_bytes);
-    replace_file(best_path, bytes);
+    write_file_atomic(best_path, bytes);
     if (had_best) {
       append_entry(index, entry_of(old, "history/" + name, "retired"));
       out << "previous best (" << summary(old) << ") kept as " << history_dir << "/" << name << "\n";

@@ -68,9 +68,11 @@ void check_out_target(const OutTarget& t) {
       throw UsageError(head + "would replace " + printable(p.string()) + " (" + what + "); --force to write there");
 }
 
-void check_results_target(const std::string& out, const std::string& best, bool force) {
+void check_results_target(const std::string& out, const std::string& best, bool force,
+                          const std::vector<std::string>& inputs) {
   OutTarget t;
   t.path = out;
+  t.inputs = inputs;
   t.results_dir = fs::path(best).parent_path().string();
   if (t.results_dir.empty()) t.results_dir = ".";
   t.never = {best};
@@ -78,6 +80,7 @@ void check_results_target(const std::string& out, const std::string& best, bool 
   t.force = force;
   // run's default target is the latest results, the one protected file it writes.
   if (resolved(out) == resolved((fs::path(t.results_dir) / "latest.json").string())) t.force = true;
+
   check_out_target(t);
 }
 

@@ -31,7 +31,8 @@ struct OutTarget {
 // Throws UsageError (command_line.h), "command line: --out PATH: <why>".
 void check_out_target(const OutTarget& t);
 
-// run's --out: never the selected best `best`.
-void check_results_target(const std::string& out, const std::string& best, bool force);
+// run's --out: never the selected best `best`, nor its `inputs` unless forced.
+void check_results_target(const std::string& out, const std::string& best, bool force,
+                          const std::vector<std::string>& inputs);
 
 }  // namespace scorer

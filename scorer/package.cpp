@@ -20,6 +20,7 @@
 #include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
+#include "scorer/file_io.h"
 #include "scorer/results_json.h"
 #include "scorer/sha256.h"
 
@@ -181,14 +182,6 @@ Manifest parse_manifest(const std::string& text) {
   return m;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 std::vector<std::string> submission_files(const std::string& root) {
@@ -292,17 +285,9 @@ int build_package(const PackageOptions& opt, std::ostream& out, std::ostream& er
     tar.insert(tar.end(), files.begin(), files.end());
     must_run(tar, ".");
 
-    fs::path target = fs::absolute(out_path);
-    fs::create_directories(target.parent_path());
-    const std::string partial = target.string() + ".tmp-" + std::to_string(getpid());
-    int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) sys_fail(partial, errno);
-    Proc gz = run_proc({"gzip", "-n", "-9", "-c", tmp.path + "/package.tar"}, ".", fd);
-    bool closed = close(fd) == 0;
-    if (!gz.ok || !closed || std::rename(partial.c_str(), target.c_str()) != 0) {
-      std::remove(partial.c_str());
-      throw std::runtime_error(out_path + ": cannot write (" + last_line(gz.err) + ")");
-    }
+    // The tarball is small (the limits of --verify): compressed in memory,
+    // then written by the one atomic writer.
+    write_file_atomic(out_path, must_run({"gzip", "-n", "-9", "-c", tmp.path + "/package.tar"}, ".").out);
     out << "wrote " << out_path << ": " << files.size() << " files, submission sha256 " << tree_hash
         << (forced.empty() ? "" : " (forced: " + forced + ")") << "\n";
     return kExitOk;
@@ -343,7 +328,7 @@ int verify_package(const std::string& tarball, std::ostream& out, std::ostream& 
     if (!present.count("MANIFEST")) return bad("no MANIFEST");
     Manifest m;
     try {
-      m = parse_manifest(read_file(tmp.path + "/MANIFEST"));
+      m = parse_manifest(read_input_file(tmp.path + "/MANIFEST", kMaxShapesFileBytes, "a MANIFEST"));
     } catch (const std::runtime_error& e) {
       return bad(e.what());
     }

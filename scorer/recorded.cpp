@@ -1,3 +1,4 @@
+#include "scorer/file_io.h"
 #include "scorer/recorded.h"
 
 #include <toml++/toml.h>
@@ -85,13 +86,7 @@ Recorded parse_recorded(const std::string& text, const std::string& path) {
 }
 
 Recorded load_recorded(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ":0: cannot open the recorded baselines file");
-  if (std::filesystem::is_directory(path))  // opens, but reads as empty
-    throw InputError(path + ":0: cannot read the recorded baselines file: " + std::strerror(EISDIR));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_recorded(ss.str(), path);
+  return parse_recorded(read_input_file(path, kMaxShapesFileBytes, "a recorded baselines file"), path);
 }
 
 void apply_recorded(RunResult& run, const Recorded& rec) {

@@ -13,6 +13,7 @@
 #include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
+#include "scorer/file_io.h"
 #include "scorer/results_json.h"
 
 namespace scorer {
@@ -367,20 +368,7 @@ int report_main(const std::vector<std::string>& args) {
     RunResult best;
     if (!best_path.empty()) best = load_results(best_path);
     std::string html = render_report(latest, best_path.empty() ? nullptr : &best);
-    fs::path target = fs::absolute(out);
-    fs::create_directories(target.parent_path());
-    const std::string tmp = target.string() + ".tmp";
-    try {
-      std::ofstream f(tmp, std::ios::binary);
-      f << html;
-      if (!f.flush()) throw std::runtime_error(tmp + ": cannot write");
-      f.close();
-      fs::rename(tmp, target);
-    } catch (...) {
-      std::error_code ec;
-      fs::remove(tmp, ec);  // the old report stays, with nothing beside it
-      throw;
-    }
+    write_file_atomic(out, html);
     std::cout << "wrote " << out << " (" << latest_path << (best_path.empty() ? "" : " beside " + best_path) << ")\n";
     return kExitOk;
   } catch (const InputError& e) {

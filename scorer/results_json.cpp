@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "file_io.h"
 #include "workload.h"
 
 namespace scorer {
@@ -610,12 +611,6 @@ std::string syntax_reason(const std::string& what) {
   return reason.rfind("syntax error", 0) == 0 ? reason : "syntax error: " + reason;
 }
 
-[[noreturn]] void fail_errno(const std::string& what, const std::string& tmp) {
-  const int err = errno;
-  if (!tmp.empty()) unlink(tmp.c_str());
-  throw std::runtime_error(what + ": " + std::strerror(err));
-}
-
 }  // namespace
 
 json shape_to_json(const Shape& s) {
@@ -806,14 +801,7 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
 }
 
 RunResult load_results(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  if (std::filesystem::is_directory(path))  // opens, but reads as empty
-    throw InputError(path + ": cannot read: " + std::strerror(EISDIR));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  return parse_results(buf.str(), path);
+  return parse_results(read_input_file(path, kMaxResultsFileBytes, "a results file"), path);
 }
 
 RunResult parse_results(const std::string& text, const std::string& path) {
@@ -835,42 +823,7 @@ void save_results(const RunResult& run, const std::string& path) {
   // Serialised in full before the file is touched, so that a failure here
   // leaves the previous file as it was. Invalid UTF-8 (say in a CUDA error
   // message) is replaced rather than failing the whole run.
-  const std::string text =
-      results_to_json(run).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-  const std::filesystem::path target(path);
-  if (target.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(target.parent_path(), ec);
-    if (ec)
-      throw std::runtime_error(path + ": cannot create directory " + target.parent_path().string() +
-                               ": " + ec.message());
-  }
-  // The pid keeps two scorers writing the same target from sharing a
-  // temporary; rename() then replaces the target in one step.
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_errno(tmp + ": cannot write", "");
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      errno = err;
-      fail_errno(tmp + ": cannot write", tmp);
-    }
-    done += size_t(n);
-  }
-  // fsync before rename: otherwise a crash soon after could leave the target
-  // renamed but empty on some filesystems.
-  if (fsync(fd) != 0) {
-    const int err = errno;
-    close(fd);
-    errno = err;
-    fail_errno(tmp + ": cannot write", tmp);
-  }
-  if (close(fd) != 0) fail_errno(tmp + ": cannot write", tmp);
-  if (rename(tmp.c_str(), path.c_str()) != 0) fail_errno(path + ": cannot replace", tmp);
+  write_file_atomic(path, results_to_json(run).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace scorer

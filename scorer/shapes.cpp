@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "reference/reference.h"
+#include "scorer/file_io.h"
 #include "scorer/routing_trace.h"
 #include "scorer/workload.h"
 #include "sha256.h"
@@ -448,14 +449,7 @@ ShapesFile parse_shapes(const std::string& text, const std::string& path) {
 }
 
 ShapesFile load_shapes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  if (std::filesystem::is_directory(path))  // opens, but reads as empty
-    throw InputError(path + ": cannot read: " + std::strerror(EISDIR));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  return parse_shapes(text.str(), path);
+  return parse_shapes(read_input_file(path, kMaxShapesFileBytes, "a shapes file"), path);
 }
 
 std::vector<Shape> select_shapes(const ShapesFile& file, const std::vector<std::string>& globs,

@@ -20,36 +20,15 @@
 #include "scorer/history.h"
 #include "scorer/results_json.h"
 #include "scorer/stats.h"
+#include "tests/sample_run.h"
 
 namespace {
 
 using namespace scorer;
 namespace fs = std::filesystem;
 
-// A passing run of three shapes with fresh random trials around `speedup`.
 RunResult make_run(double speedup, const std::string& started_at, const std::string& commit) {
-  static std::mt19937_64 rng(std::random_device{}());
-  std::normal_distribution<double> n(0, 0.03);
-  RunResult run;
-  run.meta.gpu_name = "NVIDIA H200";
-  run.meta.started_at = started_at;
-  run.meta.git_commit = commit;
-  run.meta.mode = "events";
-  for (const char* name : {"dense_a", "dense_b", "moe_c"}) {
-    ShapeResult r;
-    r.shape.name = name;
-    r.shape.regime = name[0] == 'd' ? "dense" : "moe";
-    r.shape.M = 32, r.shape.N = 64, r.shape.K = 128;  // dims a results file accepts
-    scorer::ReplicateResult& rep = r.replicates.emplace_back();
-    rep.index = 1;
-    for (int i = 0; i < 15; ++i) {
-      rep.baseline_us.push_back(30 * std::exp(n(rng)));
-      rep.candidate_us.push_back(30 / speedup * std::exp(n(rng)));
-    }
-    run.shapes.push_back(r);
-  }
-  compute_statistics(run);
-  return run;
+  return test_util::sample_run(speedup, started_at, commit);
 }
 
 struct TempDir {

@@ -130,5 +130,5 @@ TEST_CASE("recorded: a name of no shape is warned about; the times apply only on
                        "80GB HBM3: they do not apply here",
                        InputError);
   CHECK_THROWS_WITH_AS(load_recorded("baselines"),
-                       "baselines:0: cannot read the recorded baselines file: Is a directory", InputError);
+                       "baselines: cannot read: Is a directory", InputError);
 }

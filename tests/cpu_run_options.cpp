@@ -13,26 +13,14 @@
 
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
+#include "tests/command_call.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int rc;
-  std::string err;
-  std::string out;
-};
-
-Outcome call(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
-  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
-  const int rc = command(args);
-  std::cout.rdbuf(old_out);
-  std::cerr.rdbuf(old_err);
-  return {rc, err.str(), out.str()};
-}
+using test_util::call;
+using test_util::Outcome;
 
 }  // namespace
 
