@@ -260,7 +260,21 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
                                 " of the shapes have a status other than ok");
   run.flags = o.integer("flags");
   run.correctness_passed = o.boolean("correctness_passed");
+  if (run.correctness_passed != (failed == 0))
+    o.fail("correctness_passed", std::string(run.correctness_passed ? "true" : "false") + ", but " +
+                                     std::to_string(failed) + " of the shapes have a status other than ok");
   o.finish();
+  // The derived numbers (medians, speedups, intervals, regimes, aggregates)
+  // are recomputed from the trials, as the run computed them, never taken
+  // from the file: select, diff, report and package then judge what was
+  // measured, and a forged speedup or aggregate changes nothing.
+  BootstrapOptions bo;
+  bo.seed = run.meta.seed;
+  try {
+    compute_statistics(run, bo);
+  } catch (const std::exception& e) {  // a scoring rule that does not fit the shapes
+    rd.fail("meta.scoring", e.what());
+  }
   return run;
 }
 

@@ -13,6 +13,9 @@ namespace scorer {
 
 nlohmann::json results_to_json(const RunResult& run);
 // `path` names the source in error messages; `text` lets errors give a line.
+// The derived figures (ShapeResult's medians, speedups and intervals, the
+// regimes, aggregates and counts) are recomputed from the trials with the
+// run's seed (compute_statistics), never trusted from the file.
 RunResult results_from_json(const nlohmann::json& j, const std::string& path,
                             const std::string& text = "");
 RunResult load_results(const std::string& path);  // throws InputError

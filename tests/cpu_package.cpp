@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/sample_run.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/package.h"
@@ -90,13 +91,8 @@ struct Repo {
     return h.substr(0, 64);
   }
   void write_best(const std::string& submission_sha256) const {
-    RunResult run;
-    run.meta.gpu_name = "NVIDIA H200";
-    run.meta.started_at = "2025-06-01T10:00:00Z";
-    run.meta.git_commit = "0123456789";
+    RunResult run = test_util::sample_run(1.25, "2025-06-01T10:00:00Z", "0123456789");
     run.meta.submission_sha256 = submission_sha256;
-    run.aggregate = {1.25, 1.2, 1.3};
-    run.regimes.push_back({"dense", 2, 0, {1.25, 1.2, 1.3}, {}, 0});
     save_results(run, (root / "results/best.json").string());
   }
   struct Built {
@@ -167,8 +163,13 @@ TEST_CASE("package: byte-for-byte reproducible, and only the submission's files"
   CHECK(manifest.find("git_dirty: yes\n") != std::string::npos);  // the untracked file
   const std::string head = shell("cd " + q(repo.root) + " && git rev-parse HEAD");
   CHECK(manifest.find("git_commit: " + head) != std::string::npos);
-  CHECK(manifest.find("run_aggregate: 1.2500x [1.2000, 1.3000]\n") != std::string::npos);
-  CHECK(manifest.find("run_regime: dense 1.2500x") != std::string::npos);
+  // The selected run's figures as its trials give them.
+  const RunResult best = load_results((repo.root / "results/best.json").string());
+  char agg[96];
+  std::snprintf(agg, sizeof agg, "run_aggregate: %.4fx [%.4f, %.4f]\n", best.aggregate.point, best.aggregate.lo,
+                best.aggregate.hi);
+  CHECK(manifest.find(agg) != std::string::npos);
+  CHECK(manifest.find("run_regime: dense ") != std::string::npos);
   CHECK(manifest.find("run_gpu: NVIDIA H200\n") != std::string::npos);
   CHECK(manifest.find("forced:") == std::string::npos);
   for (const std::string& f : repo.expected_files())
