@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -27,6 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::function<void(const std::string&)> g_select_step;
+
+void select_step(const std::string& step) {
+  if (g_select_step) g_select_step(step);
+}
+
 const char* kIndexHeader = "# time\tcommit\tdirty\taggregate\tlo\thi\tfile\tevent\n";
 
 [[noreturn]] void sys_fail(const std::string& what) {
@@ -37,55 +44,24 @@ std::string read_file(const std::string& path, size_t max_bytes = kMaxResultsFil
   return read_input_file(path, max_bytes, max_bytes == kMaxIndexFileBytes ? "a history index" : "a results file");
 }
 
-void write_all(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) sys_fail(path);
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) sys_fail(path + ": fsync");
-}
-
-// Writes `data` to a name under `dir` that did not exist before (O_EXCL makes
-// the claim atomic): base.json, else base-2.json, base-3.json...
-std::string write_new_file(const std::string& dir, const std::string& base, const std::string& data) {
-  for (int i = 1; i < 10000; ++i) {
-    std::string name = base + (i == 1 ? "" : "-" + std::to_string(i)) + ".json";
-    std::string path = dir + "/" + name;
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST) continue;
-    if (fd < 0) sys_fail(path);
-    try {
-      write_all(fd, data, path);
-      if (close(fd) != 0) sys_fail(path);
-    } catch (...) {
-      close(fd);
-      unlink(path.c_str());  // no partial copy left to pass for an archived best
-      throw;
-    }
-    return name;
-  }
-  throw std::runtime_error(dir + "/" + base + ".json: every suffixed name is taken");
-}
-
-void append_entry(const std::string& index, const HistoryEntry& e) {
-  int fd = open(index.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) sys_fail(index);
-  struct stat st;
-  std::string line = (fstat(fd, &st) == 0 && st.st_size == 0) ? kIndexHeader : "";
+// One index line; its fields hold no tab or newline (one_field).
+std::string entry_line(const HistoryEntry& e) {
   char nums[96];
   std::snprintf(nums, sizeof nums, "%.6f\t%.6f\t%.6f", e.aggregate, e.lo, e.hi);
-  line += e.time + "\t" + e.commit + "\t" + (e.dirty ? "dirty" : "clean") + "\t" + nums + "\t" +
-          e.file + "\t" + e.event + "\n";
-  try {
-    write_all(fd, line, index);
-  } catch (...) {
-    close(fd);
-    throw;
+  return e.time + "\t" + e.commit + "\t" + (e.dirty ? "dirty" : "clean") + "\t" + nums + "\t" + e.file + "\t" +
+         e.event + "\n";
+}
+
+// Gives the prepared temporary `tmp` a name under `dir` that did not exist
+// before (link() fails rather than replace): base.json, else base-2.json,
+// base-3.json...; returns the name.
+std::string link_new_name(const std::string& tmp, const std::string& dir, const std::string& base) {
+  for (int i = 1; i < 10000; ++i) {
+    const std::string name = base + (i == 1 ? "" : "-" + std::to_string(i)) + ".json";
+    if (link(tmp.c_str(), (dir + "/" + name).c_str()) == 0) return name;
+    if (errno != EEXIST) sys_fail(dir + "/" + name);
   }
-  if (close(fd) != 0) sys_fail(index);
+  throw std::runtime_error(dir + "/" + base + ".json: every suffixed name is taken");
 }
 
 // Keeps letters and digits only, so that a value can be part of a file name
@@ -97,9 +73,12 @@ std::string alnum(const std::string& s) {
   return o;
 }
 
+// A field of the index: no tab or newline, at most 64 characters (a forged
+// started_at of any length must not make the index or a file name unusable).
 std::string one_field(std::string s) {
   for (char& c : s)
     if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  if (s.size() > 64) s = s.substr(0, 64);
   return s.empty() ? "-" : s;
 }
 
@@ -118,7 +97,7 @@ HistoryEntry entry_of(const RunResult& run, const std::string& file, const std::
 
 // <UTC time>-<short commit> of a run, e.g. 20250102T030405Z-1a2b3c4.
 std::string archive_base(const RunMeta& m) {
-  std::string time = alnum(m.started_at);
+  std::string time = alnum(m.started_at).substr(0, 32);
   if (time.empty()) {
     char b[32];
     std::time_t now = std::time(nullptr);
@@ -136,7 +115,7 @@ std::string summary(const RunResult& run) {
   std::snprintf(b, sizeof b, "aggregate %.4fx [%.4f, %.4f]", run.aggregate.point, run.aggregate.lo,
                 run.aggregate.hi);
   std::string commit = run.meta.git_commit.empty() ? "no commit" : run.meta.git_commit.substr(0, 12);
-  return std::string(b) + ", " + run.meta.started_at + ", " + commit + (run.meta.git_dirty ? " (dirty)" : "");
+  return std::string(b) + ", " + one_field(run.meta.started_at) + ", " + commit + (run.meta.git_dirty ? " (dirty)" : "");
 }
 
 double number_field(const std::string& s, const std::string& where, const char* field) {
@@ -150,6 +129,8 @@ double number_field(const std::string& s, const std::string& where, const char* 
 }
 
 }  // namespace
+
+void set_select_step_hook(std::function<void(const std::string&)> hook) { g_select_step = std::move(hook); }
 
 std::vector<HistoryEntry> load_history(const std::string& results_dir) {
   const std::string path = results_dir + "/history/index.tsv";
@@ -250,16 +231,46 @@ int select_run(const std::string& run_path, const std::string& results_dir, std:
 
     fs::create_directories(history_dir);
     const std::string index = history_dir + "/index.tsv";
-    // The index says what happened only once it has: should the replace fail,
-    // the old best stays best, its archived copy a spare the index never names.
-    std::string name;
-    if (had_best) name = write_new_file(history_dir, archive_base(old.meta), old_bytes);
-    write_file_atomic(best_path, bytes);
-    if (had_best) {
-      append_entry(index, entry_of(old, "history/" + name, "retired"));
-      out << "previous best (" << summary(old) << ") kept as " << history_dir << "/" << name << "\n";
+    const bool had_index = fs::exists(index);
+    const std::string old_index = had_index ? read_file(index, kMaxIndexFileBytes) : "";
+
+    // All or nothing: every new file is prepared as a temporary first; the
+    // commit is a link (the archived copy, under a name never taken) and two
+    // renames (the index, then the best); a failure rolls back what was done.
+    std::vector<std::string> temporaries;
+    std::string archived, name;
+    bool index_replaced = false;
+    try {
+      const std::string best_tmp = write_temp_file(results_dir, "best.json", bytes);
+      temporaries.push_back(best_tmp);
+      if (had_best) {
+        temporaries.push_back(write_temp_file(history_dir, "archive", old_bytes));
+        name = link_new_name(temporaries.back(), history_dir, archive_base(old.meta));
+        archived = history_dir + "/" + name;
+      }
+      select_step("archived");
+      std::string new_index = old_index.empty() ? kIndexHeader : old_index;
+      if (!new_index.empty() && new_index.back() != '\n') new_index += "\n";
+      if (had_best) new_index += entry_line(entry_of(old, "history/" + name, "retired"));
+      new_index += entry_line(entry_of(run, "best.json", "selected"));
+      temporaries.push_back(write_temp_file(history_dir, "index.tsv", new_index));
+      select_step("prepared");
+      if (rename(temporaries.back().c_str(), index.c_str()) != 0) sys_fail(index);
+      index_replaced = true;
+      select_step("indexed");
+      require_regular_or_absent(best_path);
+      if (rename(best_tmp.c_str(), best_path.c_str()) != 0) sys_fail(best_path);
+    } catch (...) {
+      if (index_replaced) {
+        if (had_index) write_file_atomic(index, old_index);
+        else unlink(index.c_str());
+      }
+      if (!archived.empty()) unlink(archived.c_str());
+      for (const std::string& t : temporaries) unlink(t.c_str());
+      throw;
     }
-    append_entry(index, entry_of(run, "best.json", "selected"));
+    for (const std::string& t : temporaries) unlink(t.c_str());  // the renamed ones are gone already
+    if (had_best) out << "previous best (" << summary(old) << ") kept as " << history_dir << "/" << name << "\n";
     out << "selected " << run_path << " as " << best_path << ": " << summary(run) << "\n";
     return kExitOk;
   } catch (const InputError& e) {

@@ -8,13 +8,16 @@
 //   where event is `retired` (a best replaced; file is its copy under history/)
 //   or `selected` (a run promoted; file is best.json, where it went).
 //
-// Selecting never loses a run: the previous best is copied into history/
-// under a name not taken before (a taken name gets a -2, -3... suffix, never
-// overwritten) and only then is best.json replaced, atomically (a temporary
-// file renamed over it). Bad input (an unreadable run, best.json or index)
-// stops before anything is written.
+// Selecting never loses a run and is all or nothing: the new best, the
+// previous best's archived copy and the new index are written as temporaries
+// first; then the copy gets a name not taken before (a taken name gets a -2,
+// -3... suffix, never overwritten), the index and then best.json are renamed
+// into place; a failure at any step undoes the steps before it, so the best
+// and the history always agree. Bad input (an unreadable run, best.json or
+// index) stops before anything is written.
 #pragma once
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -41,6 +44,10 @@ std::vector<HistoryEntry> load_history(const std::string& results_dir);
 // input; messages go to `out` and errors, one line each, to `err`.
 int select_run(const std::string& run_path, const std::string& results_dir, std::ostream& out,
                std::ostream& err);
+
+// For tests: called with "archived", "prepared" and "indexed" as select
+// reaches each step of its commit; a hook that throws makes that step fail.
+void set_select_step_hook(std::function<void(const std::string&)> hook);
 
 // Prints the selected best and the history as a table.
 int print_history(const std::string& results_dir, std::ostream& out, std::ostream& err);

@@ -275,3 +275,40 @@ TEST_CASE("selects at the same time lose no run: each is best or in the history"
   CHECK(std::count_if(h.begin(), h.end(), [](const HistoryEntry& e) { return e.event == "retired"; }) ==
         kRuns - 1);
 }
+
+TEST_CASE("select is all or nothing: a failure at any step of its commit changes nothing") {
+  TempDir dir;
+  save_results(make_run(1.5, "2025-07-01T10:00:00Z", "aaaaaaaaaaaa"), dir / "first.json");
+  REQUIRE(select(dir, dir / "first.json").rc == kExitOk);
+  save_results(make_run(1.8, "2025-07-02T10:00:00Z", "bbbbbbbbbbbb"), dir / "second.json");
+  const auto before = snapshot(dir.path);
+  for (const char* step : {"archived", "prepared", "indexed"}) {
+    CAPTURE(step);
+    set_select_step_hook([&](const std::string& at) {
+      if (at == step) throw std::runtime_error("injected failure at " + at);
+    });
+    const Selected s = select(dir, dir / "second.json");
+    set_select_step_hook(nullptr);
+    CHECK(s.rc == kExitBadInput);
+    CHECK(s.err == std::string("scorer select: injected failure at ") + step + "\n");
+    CHECK(snapshot(dir.path) == before);  // no new best, no archive, no index line, no temporary
+  }
+  // And then it goes through, once, with the history saying so.
+  Selected s = select(dir, dir / "second.json");
+  CHECK(s.rc == kExitOk);
+  CHECK(read(dir / "best.json") == read(dir / "second.json"));
+  CHECK(load_history(dir.path.string()).size() == 3);  // selected, retired, selected
+  s = select(dir, dir / "second.json");
+  CHECK(s.out.find("already the selected run") != std::string::npos);
+}
+
+TEST_CASE("select: a best with a very long started_at does not break later selects") {
+  TempDir dir;
+  save_results(make_run(1.5, std::string(5000, '7'), "aaaaaaaaaaaa"), dir / "long.json");
+  REQUIRE(select(dir, dir / "long.json").rc == kExitOk);
+  save_results(make_run(1.8, "2025-07-02T10:00:00Z", "bbbbbbbbbbbb"), dir / "next.json");
+  const Selected s = select(dir, dir / "next.json");
+  CHECK_MESSAGE(s.rc == kExitOk, s.err);
+  CHECK(fs::exists(dir / ("history/" + std::string(32, '7') + "-aaaaaaa.json")));
+  CHECK(load_history(dir.path.string()).size() == 3);
+}
