@@ -1,6 +1,7 @@
 #include "scorer/package.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -182,6 +183,95 @@ Manifest parse_manifest(const std::string& text) {
   return m;
 }
 
+// Why a package needs --force ("" when it does not): what the MANIFEST's
+// `forced:` line says, and what --verify expects it to say.
+std::string forced_reason(bool have_best, const std::string& run_sha256, const std::string& tree_hash) {
+  if (!have_best) return "no selected best";
+  if (run_sha256 != tree_hash)
+    return "the selected best was scored with submission " + run_sha256 + ", not with this one (" + tree_hash + ")";
+  return "";
+}
+
+// A file whose path, links resolved, leaves submission/ (a symbolic link to
+// the user's home, say) would put that file's bytes in the upload.
+void refuse_links_out(const std::string& root, const std::vector<std::string>& files) {
+  std::error_code ec;
+  const fs::path tree = fs::weakly_canonical(fs::absolute(fs::path(root) / "submission"), ec);
+  for (const std::string& f : files) {
+    const fs::path real = fs::weakly_canonical(fs::absolute(fs::path(root) / f), ec);
+    auto t = tree.begin(), r = real.begin();
+    while (t != tree.end() && r != real.end() && *t == *r) ++t, ++r;
+    if (t != tree.end() || ec)
+      throw InputError(printable(root + "/" + f) + ": a symbolic link to " + printable(real.string()) +
+                       ", which leaves submission/: not packaged (copy the file in instead)");
+  }
+}
+
+// Limits of what --verify reads and extracts.
+constexpr uintmax_t kMaxTarballBytes = uintmax_t(16) << 20;
+constexpr size_t kMaxMembers = 4096;
+constexpr uintmax_t kMaxExtractedBytes = uintmax_t(64) << 20;
+
+// What a tarball may hold before it is extracted, from tar's listing: only
+// regular files and directories (no link of either kind, no device), each name
+// once, at most kMaxMembers of them and kMaxExtractedBytes in all. Returns
+// the reason it may not, or "".
+std::string check_listing(const std::string& listing) {
+  std::istringstream in(listing);
+  std::set<std::string> names;
+  uintmax_t total = 0;
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (++n > kMaxMembers) return "more than " + std::to_string(kMaxMembers) + " members";
+    // "-rw-r--r-- 0/0 123 1970-01-01 00:00 submission/a.cu" (names escaped: one line each)
+    std::istringstream f(line);
+    std::string mode, owner, size, date, time, name;
+    f >> mode >> owner >> size >> date >> time;
+    std::getline(f, name);
+    if (!name.empty() && name[0] == ' ') name.erase(0, 1);
+    if (!mode.empty() && mode[0] == 'd') continue;  // a directory holds nothing by itself
+    if (mode.empty() || mode[0] != '-') {
+      const size_t arrow = name.find(mode[0] == 'h' ? " link to " : " -> ");
+      return printable(name.substr(0, arrow)) + " is " +
+             (mode[0] == 'l' ? "a symbolic link" : mode[0] == 'h' ? "a hard link" : "not a regular file") +
+             ", which a package never holds";
+    }
+    total += std::strtoull(size.c_str(), nullptr, 10);
+    if (total > kMaxExtractedBytes) return "more than " + std::to_string(kMaxExtractedBytes >> 20) + " MiB in all";
+    if (!names.insert(name).second) return printable(name) + " is in the tarball twice";
+  }
+  return "";
+}
+
+// SIGINT and SIGTERM, while it lives, only set a flag, so that --verify can
+// remove its extraction before it exits; the former handlers come back after.
+class StopSignals {
+ public:
+  StopSignals() {
+    flag() = 0;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { flag() = 1; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  bool stopped() const { return flag() != 0; }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static volatile sig_atomic_t& flag() {
+    static volatile sig_atomic_t f = 0;
+    return f;
+  }
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
 }  // namespace
 
 std::vector<std::string> submission_files(const std::string& root) {
@@ -203,6 +293,7 @@ std::vector<std::string> submission_files(const std::string& root) {
   }
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
+  refuse_links_out(root, files);
   // sha256sum writes such a name escaped, behind a backslash: the MANIFEST's
   // plain list and the submission hash would disagree about it.
   for (const std::string& f : files)
@@ -226,17 +317,10 @@ int build_package(const PackageOptions& opt, std::ostream& out, std::ostream& er
       throw std::runtime_error("the file list differs from the one scripts/tree-hash hashes (" + tree_hash + ")");
 
     const std::string best_path = opt.results_dir + "/best.json";
-    std::string forced;
     RunResult best;
-    bool have_best = fs::exists(best_path);
-    if (!have_best) {
-      forced = "no selected best";
-    } else {
-      best = load_results(best_path);
-      if (best.meta.submission_sha256 != tree_hash)
-        forced = "the selected best was scored with submission " + best.meta.submission_sha256 +
-                 ", not with this one (" + tree_hash + ")";
-    }
+    const bool have_best = fs::exists(best_path);
+    if (have_best) best = load_results(best_path);
+    const std::string forced = forced_reason(have_best, best.meta.submission_sha256, tree_hash);
     if (!forced.empty() && !opt.force) {
       err << "scorer package: refusing: " << forced << " (" << best_path
           << "); score and select this submission first (make score; scorer select), or --force\n";
@@ -302,16 +386,34 @@ int build_package(const PackageOptions& opt, std::ostream& out, std::ostream& er
 
 int verify_package(const std::string& tarball, std::ostream& out, std::ostream& err) {
   try {
-    if (!fs::is_regular_file(tarball)) {
-      err << "scorer package: " << tarball << ": no such file\n";
+    std::error_code ec;
+    if (!fs::is_regular_file(tarball, ec)) {
+      err << "scorer package: " << printable(tarball) << ": no such file, or not a regular file\n";
       return kExitBadInput;
     }
+    if (fs::file_size(tarball, ec) > kMaxTarballBytes) {
+      err << "scorer package: " << printable(tarball) << ": larger than " << (kMaxTarballBytes >> 20)
+          << " MiB, the most a tarball may hold\n";
+      return kExitBadInput;
+    }
+    const StopSignals signals;  // the extraction is removed however --verify ends
     TempDir tmp;
-    Proc x = run_proc({"tar", "--extract", "--gzip", "--no-same-owner", "--file=" + fs::absolute(tarball).string(),
-                       "-C", tmp.path},
-                      ".");
+    const std::string file = "--file=" + fs::absolute(tarball).string();
+    Proc list = run_proc({"tar", "--list", "--verbose", "--gzip", "--numeric-owner", "--quoting-style=escape", file},
+                         ".");
+    if (signals.stopped()) return kExitInterrupted;
+    if (!list.ok) {
+      err << "scorer package: " << printable(tarball) << ": not a readable .tar.gz (" << last_line(list.err) << ")\n";
+      return kExitBadInput;
+    }
+    if (const std::string why = check_listing(list.out); !why.empty()) {
+      err << printable(tarball) << ": refused: " << why << "\n";
+      return kExitIncorrect;
+    }
+    Proc x = run_proc({"tar", "--extract", "--gzip", "--no-same-owner", file, "-C", tmp.path}, ".");
+    if (signals.stopped()) return kExitInterrupted;
     if (!x.ok) {
-      err << "scorer package: " << tarball << ": not a readable .tar.gz (" << last_line(x.err) << ")\n";
+      err << "scorer package: " << printable(tarball) << ": not a readable .tar.gz (" << last_line(x.err) << ")\n";
       return kExitBadInput;
     }
     auto bad = [&](const std::string& why) {
@@ -341,6 +443,12 @@ int verify_package(const std::string& tarball, std::ostream& out, std::ostream& 
     if (!present.empty()) return bad(*present.begin() + " is in the tarball but not listed");
     if (sha256_string(m.files_text) != m.get("submission_sha256"))
       return bad("submission_sha256 is not the hash of the listed files");
+    const std::string expect_forced =
+        forced_reason(m.get("selected_run") == "yes", m.get("run_submission_sha256"), m.get("submission_sha256"));
+    if (m.get("forced") != expect_forced)
+      return bad("its forced: line says '" + printable(m.get("forced")) + "' where what it records says '" +
+                 expect_forced + "'");
+    if (signals.stopped()) return kExitInterrupted;
     out << tarball << ": OK, " << m.files.size() << " files match the MANIFEST (submission sha256 "
         << m.get("submission_sha256") << (m.get("forced").empty() ? "" : "; packaged with --force: " + m.get("forced"))
         << ")\n";

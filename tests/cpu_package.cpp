@@ -2,7 +2,10 @@
 // refusals, and --verify. Each case builds a throwaway git checkout with a
 // fake submission/ (tracked, untracked, ignored and built files).
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -279,4 +282,114 @@ TEST_CASE("package: a file name the MANIFEST cannot list is refused by name, eve
                      "/submission/back\\slash.cu: a file name with a backslash or a newline cannot be packaged; "
                      "rename it\n");
   CHECK(!fs::exists(repo.root / "results/submission.tar.gz"));
+}
+
+TEST_CASE("package: a symbolic link under submission/ that leaves it is refused, by name") {
+  Repo repo;
+  repo.write_best(repo.tree_hash());
+  const fs::path secret = repo.root.parent_path() / (repo.root.filename().string() + "-secret");
+  write(secret, "a private key\n");
+  fs::create_symlink(secret, repo.root / "submission/leak.cu");
+  const auto b = repo.build(repo.root / "results/submission.tar.gz", true);
+  fs::remove(secret);
+  CHECK(b.rc == kExitBadInput);
+  CHECK(b.err.rfind(repo.root.string() + "/submission/leak.cu: a symbolic link to " + secret.string() +
+                        ", which leaves submission/",
+                    0) == 0);
+  CHECK(!fs::exists(repo.root / "results/submission.tar.gz"));
+}
+
+TEST_CASE("package --verify refuses duplicate members, links, and a forced: line that does not match") {
+  Repo repo;
+  repo.write_best(repo.tree_hash());
+  const fs::path good = repo.root / "results/good.tar.gz";
+  REQUIRE(repo.build(good).rc == kExitOk);
+  const fs::path x = repo.root / "results/x";
+  const fs::path bad = repo.root / "results/bad.tar.gz";
+  fs::create_directories(x);
+  shell("tar -xzf " + q(good) + " -C " + q(x));
+  const std::string files = "MANIFEST submission/kernel.cu submission/run.sh submission/submission.h "
+                            "submission/untracked.cu";
+
+  shell("tar --hard-dereference -czf " + q(bad) + " -C " + q(x) + " " + files + " submission/kernel.cu");
+  auto v = repo.verify(bad);
+  CHECK(v.rc == kExitIncorrect);
+  CHECK(v.err == bad.string() + ": refused: submission/kernel.cu is in the tarball twice\n");
+
+  fs::create_symlink("kernel.cu", x / "submission/alias.cu");
+  shell("tar -czf " + q(bad) + " -C " + q(x) + " " + files + " submission/alias.cu");
+  v = repo.verify(bad);
+  CHECK(v.err == bad.string() + ": refused: submission/alias.cu is a symbolic link, which a package never holds\n");
+  fs::remove(x / "submission/alias.cu");
+
+  fs::create_hard_link(x / "submission/kernel.cu", x / "submission/twin.cu");
+  shell("tar -czf " + q(bad) + " -C " + q(x) + " " + files + " submission/twin.cu");
+  v = repo.verify(bad);
+  CHECK(v.rc == kExitIncorrect);
+  CHECK(v.err.find("is a hard link, which a package never holds") != std::string::npos);
+  fs::remove(x / "submission/twin.cu");
+
+  // A package of the selected submission claims it was forced; one built with --force drops the line.
+  const std::string manifest = read(x / "MANIFEST");
+  write(x / "MANIFEST", manifest.substr(0, manifest.find("\n\n")) + "\nforced: no selected best" +
+                            manifest.substr(manifest.find("\n\n")));
+  shell("tar -czf " + q(bad) + " -C " + q(x) + " " + files);
+  v = repo.verify(bad);
+  CHECK(v.rc == kExitIncorrect);
+  CHECK(v.err.find("its forced: line says 'no selected best' where what it records says ''") != std::string::npos);
+
+  fs::remove(repo.root / "results/best.json");
+  REQUIRE(repo.build(good, true).rc == kExitOk);
+  shell("tar -xzf " + q(good) + " -C " + q(x));
+  const std::string forced = read(x / "MANIFEST");
+  const size_t at = forced.find("forced: ");
+  REQUIRE(at != std::string::npos);
+  write(x / "MANIFEST", forced.substr(0, at) + forced.substr(forced.find('\n', at) + 1));
+  shell("tar -czf " + q(bad) + " -C " + q(x) + " " + files);
+  v = repo.verify(bad);
+  CHECK(v.err.find("its forced: line says '' where what it records says 'no selected best'") != std::string::npos);
+}
+
+TEST_CASE("package --verify removes its extraction when interrupted, and bounds what it extracts") {
+  Repo repo;
+  const fs::path tmp = repo.root / "tmp";
+  fs::create_directories(tmp);
+  fs::create_directories(repo.root / "results");
+  const fs::path big = repo.root / "results/big.tar.gz";
+  write(repo.root / "x/MANIFEST", "");
+  {
+    std::ofstream f(repo.root / "x/zeros", std::ios::binary);
+    f << std::string(size_t(60) << 20, '\0');  // compresses to little; extracts slowly enough
+  }
+  shell("tar -czf " + q(big) + " -C " + q(repo.root / "x") + " MANIFEST zeros");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("TMPDIR", tmp.c_str(), 1);
+    std::ostringstream o, e;
+    _exit(verify_package(big.string(), o, e));
+  }
+  // Once its extraction exists, stop it.
+  bool seen = false;
+  for (int i = 0; i < 20000 && !seen; ++i) {
+    seen = fs::directory_iterator(tmp) != fs::directory_iterator();
+    if (!seen) usleep(100);
+  }
+  CHECK(seen);
+  kill(pid, SIGTERM);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == kExitInterrupted);
+  CHECK(fs::directory_iterator(tmp) == fs::directory_iterator());  // nothing left behind
+
+  // Past the limits: refused from the listing, before anything is extracted.
+  {
+    std::ofstream f(repo.root / "x/zeros", std::ios::binary);
+    f << std::string(size_t(65) << 20, '\0');
+  }
+  shell("tar -czf " + q(big) + " -C " + q(repo.root / "x") + " MANIFEST zeros");
+  const auto v = repo.verify(big);
+  CHECK(v.rc == kExitIncorrect);
+  CHECK(v.err == big.string() + ": refused: more than 64 MiB in all\n");
 }
