@@ -168,6 +168,19 @@ int check_or_refuse(const OutTarget& t) {
 
 }  // namespace
 
+int guarded(const std::string& cmd, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "scorer " << cmd << ": out of host memory (the input asks for more than this host has)\n";
+  } catch (const std::exception& e) {
+    std::cerr << "scorer " << cmd << ": " << printable(e.what()) << "\n";
+  } catch (...) {
+    std::cerr << "scorer " << cmd << ": an unexpected error\n";
+  }
+  return kExitBadInput;
+}
+
 int64_t parse_whole_number(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
   const double x = parse_number(flag, v, double(lo), double(hi));
   if (x != std::floor(x))

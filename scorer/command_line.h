@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -91,6 +92,11 @@ struct PackageArgs {
   std::string verify;  // --verify FILE: check this tarball instead of writing one
 };
 int parse_package_args(const std::vector<std::string>& args, PackageArgs* out);
+
+// Runs a subcommand's body so that no exception ends the process (no exit
+// 134): one that escapes is one line on stderr, "scorer CMD: ...", and exit
+// code 2 (out of memory included: the input asked for more than the host has).
+int guarded(const std::string& cmd, const std::function<int()>& body);
 
 // A count or a seed from the command line: a whole number in [lo, hi], not one
 // cut short (`--seed 1.5` is a typo, not seed 1). Throws UsageError.

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cmath>
+#include <iostream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -122,7 +123,8 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const DiffOpti
 // line for every regime that got worse and for every shape that failed in the
 // latest run. Returns kExitOk, kExitIncorrect when opt.fail_on is met, or
 // kExitBadInput when the runs are not comparable and not forced (then only
-// the reasons are printed).
-int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best, const DiffOptions& opt);
+// the refusal is printed, on `err`, as every refusal is).
+int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best, const DiffOptions& opt,
+               std::ostream& err = std::cerr);
 
 }  // namespace scorer

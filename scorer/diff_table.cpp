@@ -72,13 +72,14 @@ std::string min_change_text(const Diff& d, const DiffOptions& opt) {
 
 }  // namespace
 
-int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best, const DiffOptions& opt) {
+int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best, const DiffOptions& opt,
+               std::ostream& err) {
   const Diff d = compute_diff(latest, best, opt);
   if (!d.incomparable.empty()) {
     std::string why;
     for (const std::string& w : d.incomparable) why += (why.empty() ? "" : "; ") + w;
     if (!opt.force) {
-      out << "refusing to compare: " << why << " (--force compares anyway)\n";
+      err << "scorer diff: refusing to compare: " << why << " (--force compares anyway)\n";
       return kExitBadInput;
     }
     out << "comparing anyway (--force) although the runs differ: " << why << "\n";

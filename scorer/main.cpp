@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 
@@ -25,7 +26,8 @@ commands:
 
 exit codes: 0 ok, 1 a correctness failure (or a --fail-on verdict, a select of a run
 that did not pass, a package refused or a tarball not matching its MANIFEST), 2 bad
-input, 3 no usable GPU or a CUDA error outside any one shape, 130 interrupted
+input (an error no check foresaw, out of host memory included, exits 2 too), 3 no
+usable GPU or a CUDA error outside any one shape, 130 interrupted
 )";
 
 }  // namespace
@@ -42,15 +44,13 @@ int main(int argc, char** argv) {
     std::cout << kHelp;
     return kExitOk;
   }
-  if (cmd == "run") return run_main(args);
-  if (cmd == "check") return check_main(args);
-  if (cmd == "list") return list_main(args);
-  if (cmd == "diff") return diff_main(args);
-  if (cmd == "select") return select_main(args);
-  if (cmd == "history") return history_main(args);
-  if (cmd == "report") return report_main(args);
-  if (cmd == "merge") return merge_main(args);
-  if (cmd == "package") return package_main(args);
+  using Main = int (*)(const std::vector<std::string>&);
+  const std::pair<const char*, Main> commands[] = {
+      {"run", run_main},           {"check", check_main},   {"list", list_main},     {"diff", diff_main},
+      {"select", select_main},     {"history", history_main}, {"report", report_main}, {"merge", merge_main},
+      {"package", package_main}};
+  for (const auto& [name, command] : commands)
+    if (cmd == name) return guarded(cmd, [&, command = command] { return command(args); });
   std::cerr << "command line: unknown command '" << cmd << "' (see scorer --help)\n";
   return kExitBadInput;
 }

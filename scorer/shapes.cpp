@@ -27,6 +27,7 @@ namespace {
 
 constexpr int64_t kMaxDim = 1000000;
 constexpr double kMaxBytes = 32.0 * (1ull << 30);
+constexpr double kMaxHostBytes = 8.0 * (1ull << 30);  // host_bytes(): routings held on the host
 
 }  // namespace
 
@@ -313,6 +314,15 @@ class Parser {
         << " GiB (" << s.dims_string() << ")";
       throw InputError(path_ + ":" + std::to_string(s.line) + ": fields " + dim_list(s.op) + ": " +
                        m.str());
+    }
+    // Host memory too: a shape within the device's limit can still need more
+    // host memory for its routings than any host has (M = 10^6, k = 4000).
+    if (host_bytes(s) > kMaxHostBytes) {
+      std::ostringstream m;
+      m << std::fixed << std::setprecision(1) << "shape '" << s.name << "' takes " << host_bytes(s) / (1ull << 30)
+        << " GiB of host memory for its routings, more than the limit of " << kMaxHostBytes / (1ull << 30)
+        << " GiB (" << s.dims_string() << ")";
+      throw InputError(path_ + ":" + std::to_string(s.line) + ": fields M, k: " + m.str());
     }
     if (s.op == Op::moe_w4a16) s.routing = routing(s, t);
     return s;

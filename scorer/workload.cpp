@@ -258,6 +258,10 @@ double scorer_held_bytes(const Shape& s) {
 
 double device_bytes(const Shape& s) { return op_bytes(s).total() + scorer_held_bytes(s); }
 
+double host_bytes(const Shape& s) {
+  return s.op == Op::moe_w4a16 ? (kRoutingPool + 1.0) * s.M * double(s.k) * (kI32 + kF32) : 0;
+}
+
 uint64_t shape_seed(uint64_t run_seed, const Shape& s) {
   return derive_seed(run_seed, hash_string(s.name.c_str()));
 }

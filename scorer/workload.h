@@ -97,6 +97,12 @@ double pool_flops(const Shape& s, const std::vector<Routing>& pool);
 double scorer_held_bytes(const Shape& s);
 double device_bytes(const Shape& s);  // op_bytes(s).total() + scorer_held_bytes(s)
 
+// Host memory the scorer holds for a shape at once: a moe shape's routing
+// pool (kRoutingPool routings of M*k ids and weights) and one call's host
+// copy of a routing; the other ops' host buffers are small beside their
+// device bytes.
+double host_bytes(const Shape& s);
+
 // Seed of a shape: the run's seed mixed with the shape's name, so adding or
 // reordering shapes does not change the others' inputs.
 uint64_t shape_seed(uint64_t run_seed, const Shape& s);

@@ -245,8 +245,9 @@ TEST_CASE("diff: runs from another GPU, shapes file, scorer version or mode are 
     CAPTURE(c.why);
     RunResult other = best;
     other.meta.*c.field += "-other";
-    std::ostringstream refused;
-    CHECK(print_diff(refused, latest, other, {}) == kExitBadInput);
+    std::ostringstream printed, refused;
+    CHECK(print_diff(printed, latest, other, {}, refused) == kExitBadInput);
+    CHECK(printed.str().empty());  // a refusal goes to stderr, as every refusal does
     CHECK(refused.str().find(c.why) != std::string::npos);
     CHECK(refused.str().find("refusing") != std::string::npos);
     CHECK(refused.str().find("aggregate") == std::string::npos);

@@ -7,8 +7,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
+#include <new>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
+#include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/file_io.h"
@@ -60,4 +65,34 @@ TEST_CASE("input limits: a file above its kind's limit is refused by its size") 
   o = call(scorer::diff_main, {results, results});
   CHECK(o.rc == scorer::kExitBadInput);
   CHECK(o.err == results + ": larger than 128 MiB, the most a results file may hold\n");
+}
+
+TEST_CASE("host memory: a shape whose routings exceed the host's limit is one line naming file, line and fields") {
+  test_util::TempDir dir("cpu-input-limits");
+  const std::string path = dir.write("huge.toml",
+                                     "[[shape]]\nname = \"moe_huge\"\nop = \"moe_w4a16\"\nregime = \"moe\"\n"
+                                     "M = 1000000\nH = 128\nI = 128\nE_global = 4000\nE_local = 4000\nk = 4000\n"
+                                     "ep_rank = 0\n");
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome o = call(scorer::list_main, {"--shapes", path});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK(o.rc == scorer::kExitBadInput);
+  CHECK(o.err.rfind(path + ":1: fields M, k: shape 'moe_huge' takes ", 0) == 0);
+  CHECK(o.err.find("GiB of host memory for its routings, more than the limit of 8.0 GiB") != std::string::npos);
+  CHECK(o.err.find('\n') == o.err.size() - 1);
+}
+
+TEST_CASE("no exception ends a command: whatever escapes is one line and exit 2") {
+  std::ostringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  const int oom = scorer::guarded("list", []() -> int { throw std::bad_alloc(); });
+  const int other = scorer::guarded("diff", []() -> int { throw std::runtime_error("odd\nthing"); });
+  const int fine = scorer::guarded("select", [] { return 1; });
+  std::cerr.rdbuf(old);
+  CHECK(oom == scorer::kExitBadInput);
+  CHECK(other == scorer::kExitBadInput);
+  CHECK(fine == 1);
+  CHECK(err.str() ==
+        "scorer list: out of host memory (the input asks for more than this host has)\n"
+        "scorer diff: odd\\nthing\n");
 }
