@@ -321,10 +321,24 @@ int parse_merge_args(const std::vector<std::string>& args, MergeArgs* out) {
             "exit codes: 0 all correct, 1 a correctness failure, 2 bad input (one line naming the\n"
             "file and the field)\nlimits: results files of at most 128 MiB\n",
             "SHARD.json", size_t(-1), "the shards' results files");
-  c.text("--out", "FILE", "the merged results (default results/latest.json)", &out->out)
+  c.text("--out", "FILE",
+         "the merged results (default results/latest.json); never another file the\n"
+         "results or the tree depend on unless --force, never anything but a regular file",
+         &out->out)
+      .flag("--force", "let --out replace a protected plain file", &out->force)
       .text("--recorded", "FILE", "also show speedups against recorded baseline times, as run does",
             &out->recorded);
-  return c.parse(args, &out->shards);
+  const int rc = c.parse(args, &out->shards);
+  if (rc != kGoOn) return rc;
+  OutTarget t;
+  t.path = out->out;
+  t.inputs = out->shards;
+  t.inputs.push_back(out->recorded);
+  // Like run, merge writes the latest results; the selected best never.
+  t.never = {"results/best.json"};
+  t.never_why = "is the selected best, which only scorer select replaces";
+  t.force = out->force || out->out == "results/latest.json";
+  return check_or_refuse(t);
 }
 
 int parse_list_args(const std::vector<std::string>& args, ListArgs* out) {

@@ -17,11 +17,11 @@
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/file_io.h"
-#include "tests/command_call.h"
+#include "tests/command_output.h"
 #include "tests/temp_dir.h"
 
-using test_util::call;
-using test_util::Outcome;
+using Outcome = test_util::CommandOutcome;
+const auto call = test_util::call_command;
 
 TEST_CASE("input limits: devices and FIFOs are refused at once, never read") {
   test_util::TempDir dir("cpu-input-limits");

@@ -15,15 +15,15 @@
 #include "scorer/exit_codes.h"
 #include "scorer/file_io.h"
 #include "scorer/results_json.h"
-#include "tests/command_call.h"
+#include "tests/command_output.h"
 #include "tests/sample_run.h"
 #include "tests/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using test_util::call;
-using test_util::Outcome;
+using Outcome = test_util::CommandOutcome;
+const auto call = test_util::call_command;
 
 std::string read(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -54,7 +54,8 @@ TEST_CASE("out targets: no --out replaces a device, a directory, a FIFO or a lin
          std::vector<std::pair<int (*)(const std::vector<std::string>&), std::vector<std::string>>>{
              {scorer::report_main, {"--out", target, "--force"}},
              {scorer::package_main, {"--out", target, "--force"}},
-             {scorer::run_main, {"--out", target, "--force"}}}) {
+             {scorer::run_main, {"--out", target, "--force"}},
+             {scorer::merge_main, {"results/latest.json", "--out", target, "--force"}}}) {
       const Outcome o = call(command, args);
       CHECK(o.rc == scorer::kExitBadInput);
       CHECK(o.err.rfind("command line: --out " + target + ": ", 0) == 0);
@@ -98,6 +99,10 @@ TEST_CASE("out targets: the files the results and the tree depend on are refused
   CHECK(o.err.find("would replace submission") != std::string::npos);
   o = call(scorer::run_main, {"--out", "results/best.json", "--force"});
   CHECK(o.err.find("which only scorer select replaces") != std::string::npos);
+  o = call(scorer::merge_main, {"results/latest.json", "--out", "results/best.json", "--force"});
+  CHECK(o.err.find("which only scorer select replaces") != std::string::npos);
+  o = call(scorer::merge_main, {"results/latest.json", "--out", "shapes.toml"});
+  CHECK(o.err.find("--force to write there") != std::string::npos);
   CHECK(read("submission/dense.cu") == "precious");
   CHECK(read("results/history/index.tsv") == "precious");
 

@@ -13,14 +13,14 @@
 
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
-#include "tests/command_call.h"
+#include "tests/command_output.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-using test_util::call;
-using test_util::Outcome;
+using Outcome = test_util::CommandOutcome;
+const auto call = test_util::call_command;
 
 }  // namespace
 
