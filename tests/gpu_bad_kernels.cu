@@ -220,11 +220,11 @@ TEST_CASE("guards: a result wrong in timed trial 1, 2 or the last keeps its reas
 
 // Issue 34: on small shapes, where the raw-limit check could not fire, the
 // floor check alone (no output checks, no kernel trace) catches a kernel that
-// works outside the events. A kernel replaying a cached result is caught
-// by it where the floor is well above one launch; on the smallest shapes
-// such a copy costs about what their floor does (one launch and one DRAM
-// trip: measured, docs/perf-log-scorer.md F5), and the fresh-input checks
-// catch it ("a cached result replayed on new inputs is caught").
+// works outside the events, and one that replays a cached result with one
+// copy kernel where the floor is well above a launch. On the smallest shapes
+// such a copy costs one launch and one DRAM trip, about their floor: there
+// the fresh-input checks catch it ("a cached result replayed on new inputs
+// is caught"); what the floor check says is printed.
 TEST_CASE("impossible: side-stream and cached-result kernels are caught by the floor check alone") {
   std::vector<std::string> small;
   for (const scorer::Shape& s : shapes_of({scorer::Op::router})) small.push_back(s.name);
@@ -233,6 +233,8 @@ TEST_CASE("impossible: side-stream and cached-result kernels are caught by the f
   for (const std::string& name : small) {
     INFO("scenario side_stream_alone");
     require_fails(run_scenario("side_stream_alone", name), "impossible", "is below 90% of the floor");
+    const scorer::ShapeResult r = run_scenario("cached_result_alone", name);
+    MESSAGE("cached_result_alone on " << name << ": " << r.status << " " << r.reason.substr(0, 120));
   }
   for (const char* name : {"pooler_b8_h4096", "dense_m32_o", "dense_m32_down"}) {
     INFO("scenario cached_result_alone");

@@ -52,9 +52,19 @@ struct Copies {
   size_t bytes[3];
 };
 __global__ void copy_kernel(Copies c) {
-  for (int k = 0; k < 3; ++k)
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < c.bytes[k]; i += size_t(gridDim.x) * blockDim.x)
-      c.dst[k][i] = c.src[k][i];
+  // 16 bytes a load where a span allows it (every output of the ops here is
+  // a multiple of 16 bytes): the cheapest copy a cheat would write.
+  const size_t thread = blockIdx.x * size_t(blockDim.x) + threadIdx.x, threads = size_t(gridDim.x) * blockDim.x;
+  for (int k = 0; k < 3; ++k) {
+    if (c.bytes[k] % 16 == 0 && reinterpret_cast<uintptr_t>(c.src[k]) % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(c.dst[k]) % 16 == 0) {
+      const uint4* src = reinterpret_cast<const uint4*>(c.src[k]);
+      uint4* dst = reinterpret_cast<uint4*>(c.dst[k]);
+      for (size_t i = thread; i < c.bytes[k] / 16; i += threads) dst[i] = src[i];
+    } else {
+      for (size_t i = thread; i < c.bytes[k]; i += threads) c.dst[k][i] = c.src[k][i];
+    }
+  }
 }
 
 void check(cudaError_t e, const char* what) {
@@ -183,7 +193,7 @@ class Mischief {
             c.bytes[k] = outputs[k].bytes;
             at += outputs[k].bytes;
           }
-          copy_kernel<<<8, 256, 0, s>>>(c);
+          copy_kernel<<<132, 256, 0, s>>>(c);
         }
         break;
     }
