@@ -222,8 +222,8 @@ TEST_CASE("guards: a result wrong in timed trial 1, 2 or the last keeps its reas
 // floor check alone (no output checks, no kernel trace) catches a kernel that
 // works outside the events, and one that replays a cached result with one
 // copy kernel where the floor is well above a launch. On the smallest shapes
-// such a copy costs one launch and one DRAM trip, about their floor: there
-// the fresh-input checks catch it ("a cached result replayed on new inputs
+// such a copy should cost one launch and one DRAM trip, about their floor:
+// there the fresh-input checks catch it ("a cached result replayed on new inputs
 // is caught"); what the floor check says is printed.
 TEST_CASE("impossible: side-stream and cached-result kernels are caught by the floor check alone") {
   std::vector<std::string> small;
