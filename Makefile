@@ -19,8 +19,8 @@ CXXFLAGS  ?= -std=c++17 -O2 -g -Wall -Wextra
 NVCCFLAGS ?= -std=c++17 -O3 -lineinfo $(GPU_ARCH) --expt-relaxed-constexpr -Xcompiler -Wall
 LDLIBS    := -lcublasLt -lcublas -lpthread
 
-LIB_CPP := $(wildcard scorer/*.cpp reference/*.cpp submission/*.cpp)
-LIB_CU  := $(wildcard scorer/*.cu reference/*.cu submission/*.cu)
+LIB_CPP := $(wildcard scorer/*.cpp reference/*.cpp submission/*.cpp dev/*.cpp)
+LIB_CU  := $(wildcard scorer/*.cu reference/*.cu submission/*.cu dev/*.cu)
 MAIN    := scorer/main.cpp
 LIB_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(filter-out $(MAIN),$(LIB_CPP)) $(LIB_CU))
 CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "dev/variants.h"
 #include "reference/baselines.h"
 #include "scorer/exit_codes.h"
 #include "scorer/out_target.h"
@@ -127,7 +128,7 @@ void op_choice(const std::string& flag, const std::string& v, bool variant, std:
                      "' (pooler, dense, router, moe_w4a16)");
   if (to->count(op)) throw UsageError("command line: " + flag + ": op " + op + " given twice");
   std::vector<std::string> known;
-  if (variant) known = submission::variants(op);
+  if (variant) known = submission::dev::variants(op);
   else
     for (const reference::BaselineInfo& b : reference::baselines(op)) known.push_back(b.name);
   if (name != "default" && std::find(known.begin(), known.end(), name) == known.end()) {

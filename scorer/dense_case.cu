@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dev/variants.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
 #include "scorer/op_case.h"
@@ -37,7 +38,7 @@ class DenseCase final : public OpCase {
   void prepare_candidate() override {
     for (Set& set : sets_v_) {
       const submission::DenseWeights w{set.W.as<bf16>()};
-      set.cand = cand_.dense ? cand_.dense(dims_, w) : submission::make_dense(dims_, w, cand_.variant);
+      set.cand = cand_.dense ? cand_.dense(dims_, w) : submission::dev::make_dense(dims_, w, cand_.variant);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }

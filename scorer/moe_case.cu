@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reference/baselines.h"
+#include "dev/variants.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
 #include "scorer/op_case.h"
@@ -67,7 +68,7 @@ class MoeCase final : public OpCase {
   void prepare_candidate() override {
     for (Set& set : sets_v_) {
       const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
-      set.cand = cand_.moe ? cand_.moe(dims_, w) : submission::make_moe(dims_, w, cand_.variant);
+      set.cand = cand_.moe ? cand_.moe(dims_, w) : submission::dev::make_moe(dims_, w, cand_.variant);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "dev/variants.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
 #include "scorer/op_case.h"
@@ -55,7 +56,7 @@ class PoolerCase final : public OpCase {
   void prepare_candidate() override {
     for (Set& set : sets_v_) {
       const submission::PoolerWeights w{set.W.as<bf16>(), set.bias.as<bf16>()};
-      set.cand = cand_.pooler ? cand_.pooler(dims_, w) : submission::make_pooler(dims_, w, cand_.variant);
+      set.cand = cand_.pooler ? cand_.pooler(dims_, w) : submission::dev::make_pooler(dims_, w, cand_.variant);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "dev/variants.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
 #include "scorer/op_case.h"
@@ -53,7 +54,7 @@ class RouterCase final : public OpCase {
   void prepare_candidate() override {
     for (Set& set : sets_v_) {
       const submission::RouterWeights w{set.Wg.as<bf16>()};
-      set.cand = cand_.router ? cand_.router(dims_, w) : submission::make_router(dims_, w, cand_.variant);
+      set.cand = cand_.router ? cand_.router(dims_, w) : submission::dev::make_router(dims_, w, cand_.variant);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }

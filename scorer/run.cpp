@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "build_info.h"
+#include "dev/variants.h"
 #include "reference/baselines.h"
 #include "scorer/child_process.h"
 #include "scorer/command_line.h"
@@ -309,10 +310,11 @@ int list_main(const std::vector<std::string>& args) {
     std::printf("%-22s %-10s %-10s %-52s %10.2f %10.3f\n", s.name.c_str(), op_name(s.op), s.regime.c_str(),
                 s.dims_string().c_str(), pool_min_bytes(s, pool) / 1e6, pool_flops(s, pool) / 1e9);
   }
-  std::printf("\nvariants (scorer run --variant OP=NAME):\n");
+  std::printf("\nvariants (scorer run --variant OP=NAME; * in the upload, the others under dev/):\n");
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
     std::string list;
-    for (const auto& v : submission::variants(op)) list += (list.empty() ? "" : ", ") + v;
+    for (const auto& v : submission::dev::variants(op))
+      list += (list.empty() ? "" : ", ") + v + (submission::dev::in_upload(op, v) ? "*" : "");
     std::printf("  %-10s %s\n", op, list.c_str());
   }
   std::printf("\nbaselines, the default first (scorer run --baseline OP=NAME):\n");

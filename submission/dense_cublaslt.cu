@@ -2,10 +2,8 @@
 // compute, the algorithm cuBLASLt's heuristic ranks first.
 //
 // Why it exists: a regime's default keeps the baseline's own path until one of
-// our kernels has been measured to beat it there. At M = 32 the small-M engine
-// (small_m_gemm.cuh) has so far measured 0.64-0.78x of cuBLASLt on every dense
-// shape, so "default" routes dense here and the engine's variants stay
-// selectable by name.
+// our kernels has been measured to beat it there; at M = 32 that is every dense
+// shape whose direct-kernel blocks do not fit one wave (gate_up; dense.cu).
 //
 // Everything that allocates or queries (handle, descriptors, heuristic,
 // workspace) happens at construction; run() is one cublasLtMatmul on the given

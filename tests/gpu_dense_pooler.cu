@@ -19,9 +19,9 @@
 
 #include "reference/cpu_reference.h"
 #include "scorer/check.h"
-#include "submission/small_m_gemm.cuh"
+#include "dev/variants.h"
+#include "submission/small_m_plan.h"
 #include "submission/submission.h"
-#include "submission/variants.h"
 #include "tests/gpu_test_util.h"
 
 namespace {
@@ -131,11 +131,11 @@ void dense_case(int M, int N, int K) {
                                       ref::dense_cpu(M, int(cols.size()), K, X[1].data(), w_cols.data())};
 
   DeviceBuffer<uint16_t> dW(W), dX(X[0]), dOut(size_t(M) * N);
-  for (const std::string& variant : submission::detail::dense_variants()) {
+  for (const std::string& variant : submission::dev::variants("dense")) {
     const std::string what = "dense M=" + std::to_string(M) + " N=" + std::to_string(N) +
                              " K=" + std::to_string(K) + " variant " + variant;
     INFO(what);
-    std::unique_ptr<submission::Dense> op = submission::make_dense({M, N, K}, {dev_bf16(dW)}, variant);
+    std::unique_ptr<submission::Dense> op = submission::dev::make_dense({M, N, K}, {dev_bf16(dW)}, variant);
     const submission::DenseIO io{dev_bf16(dX), dev_bf16(dOut)};
     exercise(
         what, M, N, dOut, [&](cudaStream_t s) { op->run(io, s); }, [&](int i) { dX.upload(X[i]); }, cols,
@@ -193,12 +193,12 @@ void pooler_case(int B, int H, int lo, int hi, bool subset_columns = false) {
 
   DeviceBuffer<uint16_t> dW(W), dBias(bias), dHidden(hidden[0]), dOut(size_t(B) * H);
   DeviceBuffer<int32_t> dCu(cu[0]);
-  for (const std::string& variant : submission::detail::pooler_variants()) {
+  for (const std::string& variant : submission::dev::variants("pooler")) {
     const std::string what = "pooler B=" + std::to_string(B) + " H=" + std::to_string(H) + " lengths " +
                              std::to_string(lo) + ".." + std::to_string(hi) + " variant " + variant;
     INFO(what);
     std::unique_ptr<submission::Pooler> op =
-        submission::make_pooler({B, H}, {dev_bf16(dW), dev_bf16(dBias)}, variant);
+        submission::dev::make_pooler({B, H}, {dev_bf16(dW), dev_bf16(dBias)}, variant);
     const submission::PoolerIO io{dev_bf16(dHidden), dCu.ptr, S_total, dev_bf16(dOut)};
     exercise(
         what, B, H, dOut, [&](cudaStream_t s) { op->run(io, s); },
@@ -343,7 +343,7 @@ TEST_CASE("pooler: public shapes, every variant") {
 }
 
 TEST_CASE("dense and pooler: variant lists and rejected arguments") {
-  for (const auto& names : {submission::detail::dense_variants(), submission::detail::pooler_variants()}) {
+  for (const auto& names : {submission::dev::variants("dense"), submission::dev::variants("pooler")}) {
     REQUIRE_FALSE(names.empty());
     CHECK(names.front() == "default");
     CHECK(std::find(names.begin(), names.end(), "simt") != names.end());

@@ -19,6 +19,7 @@
 #include "reference/cpu_reference.h"
 #include "reference/int4.h"
 #include "scorer/check.h"
+#include "dev/variants.h"
 #include "submission/moe_align.cuh"
 #include "submission/moe_plan.h"
 #include "submission/submission.h"
@@ -152,7 +153,7 @@ void require_correct(const std::vector<uint16_t>& got, const std::vector<double>
 // REQUIRE or an exception ends that variant only (a sticky CUDA error will
 // still fail the ones after it, but the first failure names the culprit).
 void for_each_variant(const std::function<void(const std::string&)>& body) {
-  std::vector<std::string> names = submission::variants("moe_w4a16");
+  std::vector<std::string> names = submission::dev::variants("moe_w4a16");
   std::reverse(names.begin(), names.end());  // gemv, mma_nopdl, ..., default
   for (const std::string& variant : names) {
     CAPTURE(variant);
@@ -179,10 +180,10 @@ void check_all_variants(const MoeDims& d, const ExpertFilter& allowed, uint64_t 
   const int block_tokens = submission::moe::moe_block_tokens(d.M, d.k, d.E_global);
   for_each_variant([&](const std::string& variant) {
     if (variant == "mma_rows128" && block_tokens > 32) {
-      CHECK_THROWS_AS(submission::make_moe(d, dev.device_weights(), variant), std::invalid_argument);
+      CHECK_THROWS_AS(submission::dev::make_moe(d, dev.device_weights(), variant), std::invalid_argument);
       return;
     }
-    auto op = submission::make_moe(d, dev.device_weights(), variant);
+    auto op = submission::dev::make_moe(d, dev.device_weights(), variant);
     dev.upload(in);
     const std::vector<uint16_t> first = dev.run(*op);
     require_correct(first, want, "first run");
@@ -357,8 +358,8 @@ TEST_CASE("moe GEMM 2's two combines give the same bits") {
   const MoeWeightsHost w = random_weights(d, rng);
   const MoeInputs in = random_inputs(d, rng, [&](int m, int, int e) { return m != 3 || !is_local(d, e); });
   DeviceMoe dev(d, w, in);
-  auto deferred = submission::make_moe(d, dev.device_weights(), "mma_grid_combine");
-  auto election = submission::make_moe(d, dev.device_weights(), "mma_unit_combine");
+  auto deferred = submission::dev::make_moe(d, dev.device_weights(), "mma_grid_combine");
+  auto election = submission::dev::make_moe(d, dev.device_weights(), "mma_unit_combine");
   const std::vector<uint16_t> a = dev.run(*deferred), b = dev.run(*election);
   require_correct(a, reference(d, w, in), "deferred combine");
   CHECK_MESSAGE(a == b, "the deferred combine and the election differ");
@@ -570,7 +571,7 @@ void check_public_shape(const MoeDims& d, std::vector<int> tokens, uint64_t seed
   }
   DeviceMoe dev(d, w, in);
   for_each_variant([&](const std::string& variant) {
-    auto op = submission::make_moe(d, dev.device_weights(), variant);
+    auto op = submission::dev::make_moe(d, dev.device_weights(), variant);
     const std::vector<uint16_t> out = dev.run(*op);
     std::vector<uint16_t> got;
     for (int m : tokens) got.insert(got.end(), out.begin() + size_t(m) * d.H, out.begin() + size_t(m + 1) * d.H);

@@ -17,7 +17,7 @@
 #include "reference/cpu_reference.h"
 #include "scorer/check.h"
 #include "submission/submission.h"
-#include "submission/variants.h"
+#include "dev/variants.h"
 #include "tests/gpu_test_util.h"
 
 namespace {
@@ -25,7 +25,7 @@ namespace {
 using gpu_test::DeviceBuffer;
 using submission::RouterDims;
 
-std::vector<std::string> router_variants() { return submission::detail::router_variants(); }
+std::vector<std::string> router_variants() { return submission::dev::variants("router"); }
 
 bool is_fused(const std::string& v) {
   return v == "fused_cluster" || v == "fused_slots" || v == "fused_slots_wide" || v == "fused_tile_tree" ||
@@ -81,7 +81,7 @@ struct RouterUnderTest {
         logits(size_t(dims.T) * dims.E),
         ids(size_t(dims.T) * dims.k),
         weights(size_t(dims.T) * dims.k) {
-    router = submission::make_router(d, {reinterpret_cast<const submission::bf16*>(Wg.ptr)}, variant);
+    router = submission::dev::make_router(d, {reinterpret_cast<const submission::bf16*>(Wg.ptr)}, variant);
   }
 
   submission::RouterIO io() const {
@@ -161,7 +161,7 @@ IntegerInputs integer_inputs(const RouterDims& d, int w_min, int w_max, std::mt1
 std::unique_ptr<RouterUnderTest> make_or_refuse(const RouterDims& d, const std::vector<uint16_t>& wg,
                                                 const std::string& variant) {
   if (is_fused(variant) && !fused_fits(d)) {
-    REQUIRE_THROWS_AS(submission::make_router(d, {nullptr}, variant), std::invalid_argument);
+    REQUIRE_THROWS_AS(submission::dev::make_router(d, {nullptr}, variant), std::invalid_argument);
     return nullptr;
   }
   return std::make_unique<RouterUnderTest>(d, wg, variant);
@@ -217,15 +217,15 @@ TEST_CASE("router: variant names and invalid arguments") {
   const RouterDims ok{2, 64, 16, 4};
   DeviceBuffer<uint16_t> wg(random_wg(ok, rng));
   const submission::RouterWeights w{reinterpret_cast<const submission::bf16*>(wg.ptr)};
-  CHECK_THROWS_AS(submission::make_router(ok, w, "no_such_variant"), std::invalid_argument);
+  CHECK_THROWS_AS(submission::dev::make_router(ok, w, "no_such_variant"), std::invalid_argument);
   for (const std::string& v : names) {
     CAPTURE(v);
-    CHECK_THROWS_AS(submission::make_router({2, 64, 16, 17}, w, v), std::invalid_argument);  // k > E
-    CHECK_THROWS_AS(submission::make_router({2, 64, 16, 0}, w, v), std::invalid_argument);
-    CHECK_THROWS_AS(submission::make_router({2, 60, 16, 4}, w, v), std::invalid_argument);  // H % 8
-    CHECK_THROWS_AS(submission::make_router({2, 0, 16, 4}, w, v), std::invalid_argument);
-    CHECK_THROWS_AS(submission::make_router({0, 64, 16, 4}, w, v), std::invalid_argument);
-    CHECK_NOTHROW(submission::make_router(ok, w, v));
+    CHECK_THROWS_AS(submission::dev::make_router({2, 64, 16, 17}, w, v), std::invalid_argument);  // k > E
+    CHECK_THROWS_AS(submission::dev::make_router({2, 64, 16, 0}, w, v), std::invalid_argument);
+    CHECK_THROWS_AS(submission::dev::make_router({2, 60, 16, 4}, w, v), std::invalid_argument);  // H % 8
+    CHECK_THROWS_AS(submission::dev::make_router({2, 0, 16, 4}, w, v), std::invalid_argument);
+    CHECK_THROWS_AS(submission::dev::make_router({0, 64, 16, 4}, w, v), std::invalid_argument);
+    CHECK_NOTHROW(submission::dev::make_router(ok, w, v));
   }
 }
 

@@ -2,7 +2,7 @@
 // Variant `cluster_splitk_mma`, not a default: on the H200 it measured 0.87-0.94x of cuBLASLt on
 // the dense shapes and lost to the direct kernel on the pooler (docs/perf-log.md, round 14).
 //
-// Why it exists. At M = 32 the direct kernel (small_m_gemm.cuh) lets every 16-row weight tile
+// Why it exists. At M = 32 the direct kernel (submission/small_m_direct.cuh) lets every 16-row weight tile
 // re-read all 32 token rows from L2 (2 bytes of activations per byte of weight), and its 16-row
 // blocks come in ragged waves (qkv: 384 blocks on 264 slots). Here:
 //
