@@ -36,7 +36,7 @@
 #include <cstdint>
 
 #include "submission/async_copy.cuh"
-#include "submission/cluster_launch.h"
+#include "dev/cluster_launch.h"
 #include "submission/cuda_check.h"
 #include "submission/direct_mma.cuh"
 

@@ -22,6 +22,8 @@ std::vector<std::string> dense_variants() { return {"default", "cublaslt", "simt
 std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, const std::string& variant) {
   using small_m::Path;
   using Direct = small_m::DenseOn<small_m::Engine>;
+  const DimsError e = dims_error(dims);
+  if (!e.field.empty()) throw std::invalid_argument("dense: field " + e.field + ": " + e.why);
   if (variant == "default")
     return small_m::direct_tiles_one_wave(dims.M, dims.N, dims.K, device_sm_count())
                ? std::make_unique<Direct>(dims, w, Path::direct)

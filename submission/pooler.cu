@@ -21,9 +21,8 @@ std::unique_ptr<Pooler> make_pooler(const PoolerDims& dims, const PoolerWeights&
   using small_m::Path;
   if (variant != "default" && variant != "simt")
     throw std::invalid_argument("unknown pooler variant '" + variant + "'");
-  if (dims.B < 1 || dims.H < 8 || dims.H % 8 != 0)
-    throw std::invalid_argument("pooler: need B >= 1, H >= 8, H % 8 == 0 (got B=" + std::to_string(dims.B) +
-                                " H=" + std::to_string(dims.H) + ")");
+  const DimsError e = dims_error(dims);
+  if (!e.field.empty()) throw std::invalid_argument("pooler: field " + e.field + ": " + e.why);
   return std::make_unique<small_m::PoolerOn<small_m::Engine>>(dims, w, variant == "simt" ? Path::simt : Path::direct);
 }
 

@@ -138,6 +138,19 @@ class Moe {
 std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w,
                               const std::string& variant = "default");
 
+// ---------------------------------------------------------------- validity
+// The "Valid:" rules above as code: the first rule the dims break, as the field that breaks it
+// and why ("must be a multiple of 8 for op dense (got 100)"), or an empty field where they all
+// hold; besides those rules, the limits of this implementation (sizes its indices can address).
+// make_<op> throws std::invalid_argument("<op>: field F: why") for such dims.
+struct DimsError {
+  std::string field, why;
+};
+DimsError dims_error(const PoolerDims&);
+DimsError dims_error(const DenseDims&);
+DimsError dims_error(const RouterDims&);
+DimsError dims_error(const MoeDims&);
+
 // ---------------------------------------------------------------- variants
 // Names accepted by make_<op>, "default" first. op is one of
 // "pooler", "dense", "router", "moe_w4a16".
