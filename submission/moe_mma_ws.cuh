@@ -15,7 +15,7 @@
 // threads' outstanding requests, keeps the weight stream in flight.
 #pragma once
 
-#include "submission/moe_mma.cuh"
+#include "submission/moe_gemm_epilogue.cuh"
 
 namespace submission::moe {
 

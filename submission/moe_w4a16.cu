@@ -12,12 +12,10 @@
 // so each grid is resident and waiting when its predecessor finishes; where
 // GEMM 1 runs a wave of units or more, the default's GEMM 2 does not wait
 // for GEMM 1's grid but for the GEMM 1 units each of its units reads (h_ready,
-// moe_mma.cuh). The default GEMMs are the warp-specialised kernels of
+// moe_gemm_epilogue.cuh). The default GEMMs are the warp-specialised kernels of
 // moe_mma_ws.cuh.
-// Variants (moe_plan.h): default, mma, mma_rows64, mma_rows128, mma_nopdl,
-// mma_ws4, mma_unit_combine, mma_grid_combine, mma_contig, mma_occ,
-// mma_occ_splitk, mma_cta_copies, mma_align_launch, mma_queue, mma_queue_down,
-// mma_no_queue, mma_h_flags, mma_h_grid, mma_rotate, mma_no_rotate, gemv.
+// Variants: default, and gemv (the CUDA-core fallback); dev/moe_w4a16.cu holds
+// the others, plans of moe_plan.cpp on kernels dev/ instantiates.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -27,122 +25,39 @@
 #include "submission/device_memory.h"
 #include "submission/moe_align.cuh"
 #include "submission/moe_gemv.cuh"
-#include "submission/moe_mma.cuh"
-#include "submission/moe_mma_ws.cuh"
+#include "submission/moe_gemm_stage.cuh"
+#include "submission/moe_op.h"
 #include "submission/moe_plan.h"
 #include "submission/variants.h"
 
-namespace submission {
+namespace submission::moe {
 namespace {
 
-using namespace moe;
+// ------------------------------------------------------------ repack (prepare)
+// One thread per destination word of the layout in moe_plan.h, placed by
+// tile_group_words with packs of `pack` tiles: apart (codes_out, scales_out)
+// or stage-packed (both into codes_out; scales_out unused). Sources: codes
+// [E][rows][K/2], scales [E][rows][K/128]. `w13` selects the gate/up row
+// interleave.
+__global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
+                                  uint32_t* codes_out, uint32_t* scales_out,
+                                  int E, int tiles, int K, int I, bool w13, int pack, bool stage_packed) {
+  const int groups = K / kGroup, rows = tiles * kTileRows;
+  const size_t tile_groups = size_t(E) * tiles * groups;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < tile_groups * kTileGroupWords;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t tg = i / kTileGroupWords;  // (e, tile, group), group fastest
+    const int q = int(i % kTileGroupWords), lane = q / 8, w = q % 8;
+    const int group = int(tg % groups), tile = int(tg / groups % tiles), e = int(tg / groups / tiles);
+    const TileGroupWords dst = tile_group_words(size_t(e) * tiles + tile, group, groups, pack, stage_packed);
+    codes_out[dst.codes + tile_word_index(lane, w)] = repacked_code_word(
+        codes + size_t(e) * rows * (K / 2), K, I, w13, tile, group, lane, w);
+    if (q < kTileGroupScaleWords)
+      (stage_packed ? codes_out : scales_out)[dst.scales + q] = repacked_scale_word(
+          scales + size_t(e) * rows * groups, K, I, w13, tile, group, q);
+  }
+}
 
-using MmaKernelFn = void (*)(MmaGemmArgs);
-struct MmaKernel {
-  MmaKernelFn fn;
-  int smem;
-  int tile_rows;
-  int threads;
-  bool stage_packed;  // reads the weights stage-packed (tile_group_words), else apart
-};
-template <bool kDown, bool kContig, bool kSplit, int NT, int RT, int C>
-MmaKernel mma_kernel() {
-  return {moe_mma_kernel<kDown, kContig, NT, RT, C, kSplit>, MmaPipeline<NT, RT, C>::kSmemBytes,
-          MmaTile<NT, RT>::kRows, kMmaThreads, false};
-}
-// The warp-specialised kernel of the same tile (W packed per unit), with 3
-// CTAs per SM or, where ws_max_ctas_per_sm allows it, 4.
-template <bool kDown, bool kSplit, int NT, int RT, int C>
-MmaKernel ws_kernel_for() {
-  return {moe_ws_kernel<kDown, NT, RT, C, kSplit>, WsPipeline<NT, RT, C>::kSmemBytes, MmaTile<NT, RT>::kRows,
-          kWsThreads, true};
-}
-template <bool kDown, bool kSplit, int NT, int RT>
-MmaKernel ws_kernel(int ctas) {
-  if (ctas == 3) return ws_kernel_for<kDown, kSplit, NT, RT, 3>();
-  if constexpr (ws_max_ctas_per_sm(8 * NT) == 4) {
-    if (ctas == 4) return ws_kernel_for<kDown, kSplit, NT, RT, 4>();
-  }
-  throw std::invalid_argument("moe_w4a16: no warp-specialised kernel for this block size with this many CTAs per SM");
-}
-// The instantiation for a block size, tile rows and CTAs per SM: 8-route
-// token tiles NT = block_tokens/8, RT = tile_rows/64 tiles of 16 rows per
-// warp; C = 6 exists where mma_max_ctas_per_sm allows it. kContig, kSplit:
-// see moe_mma_kernel.
-// The per-unit layout (kContig) is only planned with 3 CTAs per SM.
-template <bool kDown, bool kContig, bool kSplit, int NT, int RT>
-MmaKernel six_per_sm() {
-  if constexpr (!kContig && mma_max_ctas_per_sm(8 * NT, kMmaWarps * RT) == 6)
-    return mma_kernel<kDown, kContig, kSplit, NT, RT, 6>();
-  throw std::invalid_argument("moe_w4a16: no kernel for this block size and layout with 6 CTAs per SM");
-}
-template <bool kDown, bool kContig, bool kSplit, int NT>
-MmaKernel pick_rows(int tile_rows, int ctas, bool ws) {
-  if (NT == 8 && tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
-  constexpr int kRt128 = NT < 8 ? 2 : 1;  // RT of 128-row units (none with blocks of 64, refused above)
-  if (ws) {
-    if constexpr (kContig)
-      return tile_rows == 128 ? ws_kernel<kDown, kSplit, NT, kRt128>(ctas) : ws_kernel<kDown, kSplit, NT, 1>(ctas);
-    throw std::invalid_argument("moe_w4a16: the warp-specialised kernel reads unit-packed weights");
-  }
-  if constexpr (kContig && kSplit) {
-    throw std::invalid_argument("moe_w4a16: a split GEMM 2 on unit-packed weights needs the warp-specialised kernel");
-  } else {
-    if (ctas == 6)
-      return tile_rows == 128 ? six_per_sm<kDown, kContig, kSplit, NT, kRt128>()
-                              : six_per_sm<kDown, kContig, kSplit, NT, 1>();
-    if (ctas != 3) throw std::invalid_argument("moe_w4a16: no kernel for this many CTAs per SM");
-    return tile_rows == 128 ? mma_kernel<kDown, kContig, kSplit, NT, kRt128, 3>()
-                            : mma_kernel<kDown, kContig, kSplit, NT, 1, 3>();
-  }
-}
-template <bool kDown, bool kContig, bool kSplit>
-MmaKernel pick_mma_kernel(int block_tokens, int tile_rows, int ctas, bool ws) {
-  switch (block_tokens) {
-    case 8: return pick_rows<kDown, kContig, kSplit, 1>(tile_rows, ctas, ws);
-    case 16: return pick_rows<kDown, kContig, kSplit, 2>(tile_rows, ctas, ws);
-    case 32: return pick_rows<kDown, kContig, kSplit, 4>(tile_rows, ctas, ws);
-    case 64: return pick_rows<kDown, kContig, kSplit, 8>(tile_rows, ctas, ws);
-  }
-  throw std::invalid_argument("moe_w4a16: no kernel for this block size");
-}
-// A GEMM on the work queue (moe_mma_ws.cuh): the warp-specialised kernel
-// with 3 CTAs per SM.
-template <bool kDown, bool kSplit, int NT, int RT>
-MmaKernel queue_kernel_for() {
-  return {moe_ws_kernel<kDown, NT, RT, 3, kSplit, true>, WsPipeline<NT, RT, 3>::kSmemBytes, MmaTile<NT, RT>::kRows,
-          kWsThreads, true};
-}
-template <bool kDown, bool kSplit, int NT>
-MmaKernel queue_kernel_rows(int tile_rows) {
-  constexpr int kRt128 = NT < 8 ? 2 : 1;  // 128-row units are refused with blocks of 64 (queue_kernel)
-  return tile_rows == 128 ? queue_kernel_for<kDown, kSplit, NT, kRt128>() : queue_kernel_for<kDown, kSplit, NT, 1>();
-}
-template <bool kDown, bool kSplit>
-MmaKernel queue_kernel(const MoePlan& p, int tile_rows) {
-  if (!p.warp_specialized || (kDown ? p.ctas_down : p.ctas_up) != 3 || (p.block_tokens == 64 && tile_rows == 128))
-    throw std::invalid_argument("moe_w4a16: the work queue runs on the warp-specialised kernel, 3 CTAs per SM");
-  switch (p.block_tokens) {
-    case 8: return queue_kernel_rows<kDown, kSplit, 1>(tile_rows);
-    case 16: return queue_kernel_rows<kDown, kSplit, 2>(tile_rows);
-    case 32: return queue_kernel_rows<kDown, kSplit, 4>(tile_rows);
-    case 64: return queue_kernel_rows<kDown, kSplit, 8>(tile_rows);
-  }
-  throw std::invalid_argument("moe_w4a16: no kernel for this block size");
-}
-template <bool kDown>
-MmaKernel pick_mma_kernel(const MoePlan& p, int tile_rows) {
-  const int ctas = kDown ? p.ctas_down : p.ctas_up;
-  if constexpr (kDown) {
-    if (p.splits_down > 1) {
-      if (p.warp_specialized) return pick_mma_kernel<true, true, true>(p.block_tokens, tile_rows, ctas, true);
-      if (p.unit_contiguous) throw std::invalid_argument("moe_w4a16: no split kernel for contiguous units");
-      return pick_mma_kernel<true, false, true>(p.block_tokens, tile_rows, ctas, false);
-    }
-  }
-  return p.unit_contiguous ? pick_mma_kernel<kDown, true, false>(p.block_tokens, tile_rows, ctas, p.warp_specialized)
-                           : pick_mma_kernel<kDown, false, false>(p.block_tokens, tile_rows, ctas, p.warp_specialized);
-}
 
 // Persistent grid: every CTA that fits at once, but no more than the units
 // the largest routing can make.
@@ -155,7 +70,7 @@ int persistent_grid(const void* fn, int threads, int smem, int sms, long long ma
 
 class MoeW4A16 final : public Moe {
  public:
-  MoeW4A16(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms)
+  MoeW4A16(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms, PickKernel pick)
       : d_(d), w_(w), plan_(plan) {
     const size_t routes = size_t(d.M) * d.k;
     const size_t align_ints = size_t(aligned_routes_ints(d.M, plan.block_tokens, plan.max_blocks));
@@ -171,7 +86,7 @@ class MoeW4A16 final : public Moe {
     if (plan.kernel == MoeKernel::gemv)
       gemv_grid_ = sms * 8;
     else
-      prepare_mma(sms);
+      prepare_mma(sms, pick);
     SUBMISSION_CUDA(cudaDeviceSynchronize());  // repacking done before the first run
   }
 
@@ -245,13 +160,11 @@ class MoeW4A16 final : public Moe {
     SUBMISSION_CUDA(cudaGetLastError());
   }
 
-  void prepare_mma(int sms) {
+  void prepare_mma(int sms, PickKernel pick) {
     const int H = d_.H, I = d_.I;
-    up_ = plan_.queue_chunk_stages ? queue_kernel<false, false>(plan_, plan_.tile_rows_up)
-                                   : pick_mma_kernel<false>(plan_, plan_.tile_rows_up);
-    down_ = !plan_.queue_down             ? pick_mma_kernel<true>(plan_, plan_.tile_rows_down)
-            : plan_.splits_down > 1 ? queue_kernel<true, true>(plan_, plan_.tile_rows_down)
-                                    : queue_kernel<true, false>(plan_, plan_.tile_rows_down);
+    up_ = pick(plan_, false);
+    down_ = pick(plan_, true);
+    if (!up_.fn || !down_.fn) throw std::invalid_argument("moe_w4a16: no kernel for this plan");
     repack(up_, w_.W13, w_.S13, 2 * I / kTileRows, H, true, sms, w13_, s13_);
     repack(down_, w_.W2, w_.S2, H / kTileRows, I, false, sms, w2_, s2_);
 
@@ -340,7 +253,7 @@ class MoeW4A16 final : public Moe {
   // tensor-core path
   DeviceMemory w13_, s13_, w2_, s2_, partial_, counters_, grid_arrivals_, sk_partial_, sk_counters_;
   DeviceMemory queue_, queue_down_, chunk_partial_, chunk_counters_;  // the work queues (moe_mma_ws.cuh)
-  DeviceMemory h_ready_, tickets_;  // GEMM 1 -> GEMM 2 unit by unit (plan_.h_flags; moe_mma.cuh)
+  DeviceMemory h_ready_, tickets_;  // GEMM 1 -> GEMM 2 unit by unit (plan_.h_flags; moe_gemm_epilogue.cuh)
   MmaKernel up_{}, down_{};
   int up_grid_ = 0, down_grid_ = 0;
   int routing_smem_ = 0;  // bytes of shared memory past each GEMM CTA's pipeline for cta_align
@@ -348,20 +261,29 @@ class MoeW4A16 final : public Moe {
 
 }  // namespace
 
-std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const std::string& variant) {
-  // Bad dims or names are reported as such before any device query.
-  plan_moe(dims, variant, 1);
-  const int sms = device_sm_count();
-  const MoePlan plan = plan_moe(dims, variant, sms);
+std::unique_ptr<Moe> make_moe_op(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms,
+                                 PickKernel pick) {
   // The gemv kernels read the codes as given with 16-byte loads.
-  if (plan.kernel == MoeKernel::gemv &&
-      ((reinterpret_cast<uintptr_t>(w.W13) | reinterpret_cast<uintptr_t>(w.W2)) & 15))
+  if (plan.kernel == MoeKernel::gemv && ((reinterpret_cast<uintptr_t>(w.W13) | reinterpret_cast<uintptr_t>(w.W2)) & 15))
     throw std::invalid_argument("moe_w4a16: variant gemv needs 16-byte aligned W13 and W2");
-  return std::make_unique<MoeW4A16>(dims, w, plan, sms);
+  return std::make_unique<MoeW4A16>(d, w, plan, sms, pick);
 }
 
+}  // namespace submission::moe
+
+namespace submission {
+
 namespace detail {
-std::vector<std::string> moe_variants() { return moe::moe_variant_names(); }
+std::vector<std::string> moe_variants() { return {"default", "gemv"}; }
 }  // namespace detail
+
+std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const std::string& variant) {
+  // Bad dims or names are reported as such before any device query.
+  moe::plan_moe(dims, variant, 1);
+  if (variant != "default" && variant != "gemv")
+    throw std::invalid_argument("moe_w4a16: unknown variant '" + variant + "'");
+  const int sms = device_sm_count();
+  return moe::make_moe_op(dims, w, moe::plan_moe(dims, variant, sms), sms, moe::pick_upload_kernel);
+}
 
 }  // namespace submission
