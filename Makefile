@@ -17,7 +17,7 @@ INCLUDES  := -I. -I$(BUILD)/gen $(DEPS_INC) -I$(CUDA_HOME)/include
 
 CXXFLAGS  ?= -std=c++17 -O2 -g -Wall -Wextra
 NVCCFLAGS ?= -std=c++17 -O3 -lineinfo $(GPU_ARCH) --expt-relaxed-constexpr -Xcompiler -Wall
-LDLIBS    := -lcublasLt -lcublas -lpthread
+LDLIBS    := -lcublasLt -lcublas -lcrypto -lpthread
 
 LIB_CPP := $(wildcard scorer/*.cpp reference/*.cpp submission/*.cpp dev/*.cpp)
 LIB_CU  := $(wildcard scorer/*.cu reference/*.cu submission/*.cu dev/*.cu)

@@ -1,17 +1,26 @@
 #include "scorer/child_process.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
 
+extern char** environ;
+
 namespace scorer {
 namespace {
+
+[[noreturn]] void sys_fail(const std::string& what, int err) {
+  throw std::runtime_error(what + ": " + std::strerror(err));
+}
 
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
@@ -162,6 +171,57 @@ void catch_stop_signals() {
 }
 
 bool stop_requested() { return g_stop != 0; }
+
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& cwd, int stdout_fd) {
+  const std::string what = argv[0];
+  FILE* errf = std::tmpfile();
+  if (!errf) sys_fail(what + ": tmpfile", errno);
+  struct CloseFile {
+    FILE* f;
+    ~CloseFile() { std::fclose(f); }
+  } close_errf{errf};
+  int pipefd[2] = {-1, -1};
+  pid_t pid = -1;
+  if (stdout_fd < 0 && pipe2(pipefd, O_CLOEXEC) != 0) sys_fail(what + ": pipe", errno);
+
+  posix_spawn_file_actions_t fa;
+  int rc = posix_spawn_file_actions_init(&fa);
+  if (rc == 0) {
+    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, stdout_fd >= 0 ? stdout_fd : pipefd[1], 1);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, fileno(errf), 2);
+    if (rc == 0 && !cwd.empty()) rc = posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (rc == 0) rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  if (pipefd[1] >= 0) close(pipefd[1]);  // else the read below never sees end of file
+  if (rc != 0) {
+    if (pipefd[0] >= 0) close(pipefd[0]);
+    sys_fail("cannot run " + what, rc);
+  }
+  CommandResult p;
+  if (pipefd[0] >= 0) {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(pipefd[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      p.out.append(buf, static_cast<size_t>(n));
+    }
+    close(pipefd[0]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) sys_fail(what + ": waitpid", errno);
+  p.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::rewind(errf);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, errf)) > 0;) p.err.append(buf, n);
+  return p;
+}
 
 }  // namespace scorer
 

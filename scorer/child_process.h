@@ -1,4 +1,4 @@
-// Runs a piece of GPU work in a forked child process, so that a kernel that
+// The one way the scorer starts a process. Runs a piece of GPU work in a forked child process, so that a kernel that
 // crashes, hangs or corrupts its context takes down only that child. The
 // parent never initialises CUDA, which is what makes fork() safe here.
 #pragma once
@@ -24,6 +24,19 @@ ChildOutcome run_in_child(const std::function<std::string()>& work, double timeo
 // The same for another program: argv[0] is executed (no shell) and its
 // standard output is the outcome's output.
 ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s);
+
+// A program run to its end by run_command.
+struct CommandResult {
+  bool ok = false;  // exited with status 0
+  std::string out;  // stdout, unless it went to a descriptor
+  std::string err;  // stderr
+};
+
+// Runs argv[0] (searched on PATH when it has no '/') in directory `cwd` (empty: this process's),
+// no shell, stdin from /dev/null, and waits for it to end. stdout goes to `stdout_fd`, or is
+// captured when that is -1; stderr is captured through a temporary file so that neither pipe
+// can fill while the other is read. Throws std::runtime_error when it cannot be started.
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& cwd = "", int stdout_fd = -1);
 
 // After this, SIGINT and SIGTERM no longer end the process: the child in
 // progress is killed and comes back `interrupted`, and stop_requested() stays

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,14 +17,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "scorer/child_process.h"
 #include "scorer/command_line.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/file_io.h"
 #include "scorer/results_json.h"
 #include "scorer/sha256.h"
-
-extern char** environ;
 
 namespace scorer {
 namespace {
@@ -36,11 +34,7 @@ namespace fs = std::filesystem;
   throw std::runtime_error(what + ": " + std::strerror(err));
 }
 
-struct Proc {
-  bool ok = false;   // exited with status 0
-  std::string out;   // stdout, unless it went to a file
-  std::string err;   // stderr
-};
+using Proc = CommandResult;
 
 std::string last_line(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
@@ -48,63 +42,8 @@ std::string last_line(std::string s) {
   return nl == std::string::npos ? s : s.substr(nl + 1);
 }
 
-// Runs argv[0] (searched on PATH when it has no '/') with `cwd` as working
-// directory, no shell and stdin from /dev/null. stdout goes to `stdout_fd`, or
-// is captured when that is -1; stderr is captured through a temporary file so
-// that neither pipe can fill while the other is read.
-Proc run_proc(const std::vector<std::string>& argv, const std::string& cwd, int stdout_fd = -1) {
-  const std::string what = argv[0];
-  FILE* errf = std::tmpfile();
-  if (!errf) sys_fail(what + ": tmpfile", errno);
-  struct CloseFile {
-    FILE* f;
-    ~CloseFile() { std::fclose(f); }
-  } close_errf{errf};
-  int pipefd[2] = {-1, -1};
-  pid_t pid = -1;
-  if (stdout_fd < 0 && pipe2(pipefd, O_CLOEXEC) != 0) sys_fail(what + ": pipe", errno);
-
-  posix_spawn_file_actions_t fa;
-  int rc = posix_spawn_file_actions_init(&fa);
-  if (rc == 0) {
-    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, stdout_fd >= 0 ? stdout_fd : pipefd[1], 1);
-    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, fileno(errf), 2);
-    if (rc == 0) rc = posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (rc == 0) rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  if (pipefd[1] >= 0) close(pipefd[1]);  // else the read below never sees end of file
-  if (rc != 0) {
-    if (pipefd[0] >= 0) close(pipefd[0]);
-    sys_fail("cannot run " + what, rc);
-  }
-  Proc p;
-  if (pipefd[0] >= 0) {
-    char buf[65536];
-    for (;;) {
-      ssize_t n = read(pipefd[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      p.out.append(buf, static_cast<size_t>(n));
-    }
-    close(pipefd[0]);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) sys_fail(what + ": waitpid", errno);
-  p.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  std::rewind(errf);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, errf)) > 0;) p.err.append(buf, n);
-  return p;
-}
-
 Proc must_run(const std::vector<std::string>& argv, const std::string& cwd, int stdout_fd = -1) {
-  Proc p = run_proc(argv, cwd, stdout_fd);
+  Proc p = run_command(argv, cwd, stdout_fd);
   if (!p.ok) throw std::runtime_error(argv[0] + " " + argv[1] + " failed: " + last_line(p.err));
   return p;
 }
@@ -127,7 +66,7 @@ struct TempDir {
 };
 
 bool in_git_checkout(const std::string& root) {
-  return run_proc({"git", "rev-parse", "--is-inside-work-tree"}, root).ok;
+  return run_command({"git", "rev-parse", "--is-inside-work-tree"}, root).ok;
 }
 
 std::string fmt_interval(double point, double lo, double hi) {
@@ -329,7 +268,7 @@ int build_package(const PackageOptions& opt, std::ostream& out, std::ostream& er
 
     std::string commit = "none", dirty = "unknown (not a git checkout)";
     if (in_git_checkout(opt.root)) {
-      Proc head = run_proc({"git", "rev-parse", "--verify", "-q", "HEAD"}, opt.root);
+      Proc head = run_command({"git", "rev-parse", "--verify", "-q", "HEAD"}, opt.root);
       if (head.ok) commit = last_line(head.out);
       dirty = must_run({"git", "status", "--porcelain"}, opt.root).out.empty() ? "no" : "yes";
     }
@@ -399,7 +338,7 @@ int verify_package(const std::string& tarball, std::ostream& out, std::ostream& 
     const StopSignals signals;  // the extraction is removed however --verify ends
     TempDir tmp;
     const std::string file = "--file=" + fs::absolute(tarball).string();
-    Proc list = run_proc({"tar", "--list", "--verbose", "--gzip", "--numeric-owner", "--quoting-style=escape", file},
+    Proc list = run_command({"tar", "--list", "--verbose", "--gzip", "--numeric-owner", "--quoting-style=escape", file},
                          ".");
     if (signals.stopped()) return kExitInterrupted;
     if (!list.ok) {
@@ -410,7 +349,7 @@ int verify_package(const std::string& tarball, std::ostream& out, std::ostream& 
       err << printable(tarball) << ": refused: " << why << "\n";
       return kExitIncorrect;
     }
-    Proc x = run_proc({"tar", "--extract", "--gzip", "--no-same-owner", file, "-C", tmp.path}, ".");
+    Proc x = run_command({"tar", "--extract", "--gzip", "--no-same-owner", file, "-C", tmp.path}, ".");
     if (signals.stopped()) return kExitInterrupted;
     if (!x.ok) {
       err << "scorer package: " << printable(tarball) << ": not a readable .tar.gz (" << last_line(x.err) << ")\n";

@@ -45,12 +45,13 @@
 namespace scorer {
 namespace {
 
-std::string shell_line(const char* cmd) {
+// A git command's output, trimmed; empty where git fails or is missing.
+std::string git_line(std::vector<std::string> argv) {
+  argv.insert(argv.begin(), "git");
   std::string out;
-  if (FILE* p = popen(cmd, "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
+  try {
+    out = run_command(argv).out;
+  } catch (const std::runtime_error&) {
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
@@ -68,8 +69,8 @@ RunMeta start_meta(const ScoreArgs& o, const ShapesFile& sf, const std::vector<s
   m.scorer_version = std::string(SCORER_CODE_SHA256).substr(0, 16);
   m.submission_sha256 = SCORER_SUBMISSION_SHA256;
   // Outside a git checkout both stay empty/false (git prints its errors to stderr).
-  m.git_commit = shell_line("git rev-parse --verify -q HEAD 2>/dev/null");
-  m.git_dirty = !m.git_commit.empty() && !shell_line("git status --porcelain 2>/dev/null").empty();
+  m.git_commit = git_line({"rev-parse", "--verify", "-q", "HEAD"});
+  m.git_dirty = !m.git_commit.empty() && !git_line({"status", "--porcelain"}).empty();
   m.command_line = timing ? "scorer run" : "scorer check";
   for (const auto& a : args) m.command_line += " " + a;
   m.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
