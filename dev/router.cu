@@ -445,6 +445,7 @@ std::unique_ptr<Router> make_dev_router(const RouterDims& dims, const RouterWeig
   using namespace router;
   const DimsError e = dims_error(dims);  // the submission's checks first, as for every variant
   if (!e.field.empty()) throw std::invalid_argument("router: field " + e.field + ": " + e.why);
+  if (dims.E > 65535 * kTileE) throw std::invalid_argument("router: E past the grid limit");
   if (variant == "fused_cluster") {
     auto r = make_planned<FusedRouter>(dims, w, variant, true);
     if (r->max_active_clusters() < 1)

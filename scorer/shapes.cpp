@@ -20,6 +20,7 @@
 #include "scorer/file_io.h"
 #include "scorer/routing_trace.h"
 #include "scorer/workload.h"
+#include "submission/submission.h"
 #include "sha256.h"
 
 namespace scorer {
@@ -381,30 +382,23 @@ class Parser {
     return n->as_string()->get();
   }
 
-  // The "Valid:" lines of submission/submission.h.
+  // The submission's own rules (submission.h: dims_error, its "Valid:" lines as code), then the
+  // baselines' limits and the workload's (min_len <= max_len).
   void check_op_rules(const Shape& s, const toml::table& t) const {
-    const std::string op = op_name(s.op);
-    auto multiple = [&](const char* field, int v, int m) {
-      if (v % m != 0)
-        fail(line_of(t, field), field,
-             "must be a multiple of " + std::to_string(m) + " for op " + op + " (got " +
-                 std::to_string(v) + ")");
-    };
-    auto at_most = [&](const char* field, int v, const char* bound_name, int bound) {
-      if (v > bound)
-        fail(line_of(t, field), field,
-             std::string("must be at most ") + bound_name + " (got " + field + "=" +
-                 std::to_string(v) + ", " + bound_name + "=" + std::to_string(bound) + ")");
+    auto submission_rules = [&](const submission::DimsError& e) {
+      if (!e.field.empty()) fail(line_of(t, e.field.c_str()), e.field, e.why);
     };
     switch (s.op) {
       case Op::pooler:
-        multiple("H", s.H, 8);
-        at_most("min_len", s.min_len, "max_len", s.max_len);
+        submission_rules(submission::dims_error(submission::PoolerDims{s.B, s.H}));
+        if (s.min_len > s.max_len)
+          fail(line_of(t, "min_len"), "min_len",
+               "must be at most max_len (got min_len=" + std::to_string(s.min_len) +
+                   ", max_len=" + std::to_string(s.max_len) + ")");
         break;
-      case Op::dense: multiple("K", s.K, 8); break;
+      case Op::dense: submission_rules(submission::dims_error(submission::DenseDims{s.M, s.N, s.K})); break;
       case Op::router:
-        multiple("H", s.H, 8);
-        at_most("k", s.k, "E", s.E);
+        submission_rules(submission::dims_error(submission::RouterDims{s.T, s.H, s.E, s.k}));
         if (reference::router_topk_smem_bytes(s.E, s.k) > reference::kBaselineSmemBytes) {
           const long most = (long(reference::kBaselineSmemBytes) - long(s.k * sizeof(float))) / long(sizeof(float) + 1);
           fail(line_of(t, "E"), "E",
@@ -414,22 +408,13 @@ class Parser {
         }
         break;
       case Op::moe_w4a16:
-        multiple("H", s.H, 128);
-        multiple("I", s.I, 128);
-        at_most("k", s.k, "E_global", s.E_global);
-        if (s.E_global % s.E_local != 0)
-          fail(line_of(t, "E_local"), "E_local",
-               "must divide E_global (got E_local=" + std::to_string(s.E_local) +
-                   ", E_global=" + std::to_string(s.E_global) + ")");
+        submission_rules(
+            submission::dims_error(submission::MoeDims{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}));
         if (reference::moe_align_smem_bytes(s.E_local) > reference::kBaselineSmemBytes)
           fail(line_of(t, "E_local"), "E_local",
                "too many local experts for the baseline's alignment, which counts them in one block (at most " +
                    std::to_string(reference::kBaselineSmemBytes / reference::moe_align_smem_bytes(1)) +
                    ", got E_local=" + std::to_string(s.E_local) + ")");
-        if (s.ep_rank >= s.E_global / s.E_local)
-          fail(line_of(t, "ep_rank"), "ep_rank",
-               "must be below E_global/E_local = " + std::to_string(s.E_global / s.E_local) +
-                   " (got " + std::to_string(s.ep_rank) + ")");
         break;
     }
   }

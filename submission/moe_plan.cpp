@@ -16,10 +16,6 @@ constexpr double kHbmBytesPerUs = 4.0e6;
 constexpr double kHbmLatencyUs = 1.5;
 constexpr double kL2BytesPerUs = 10.0e6;
 
-// The alignment kernel ranks routes with a [warps][E_local] table in shared
-// memory (see moe_align.cuh); this bounds it below the 227 KB a block may use.
-constexpr int kMaxLocalExperts = 2048;
-
 }  // namespace
 
 double moe_route_density(int M, int k, int E_global) { return double(M) * k / E_global; }
@@ -39,20 +35,14 @@ int moe_max_blocks(int M, int k, int E_local, int block_tokens) {
 }
 
 void validate_moe_dims(const MoeDims& d) {
-  auto fail = [&](const char* why) {
-    throw std::invalid_argument(std::string("moe_w4a16: ") + why);
-  };
-  if (d.M < 1) fail("M must be >= 1");
-  if (d.H < kGroup || d.H % kGroup) fail("H must be a positive multiple of 128");
-  if (d.I < kGroup || d.I % kGroup) fail("I must be a positive multiple of 128");
-  if (d.E_global < 1 || d.E_local < 1 || d.E_global % d.E_local)
-    fail("E_local must be >= 1 and divide E_global");
-  if (d.k < 1 || d.k > d.E_global) fail("k must be in [1, E_global]");
-  if (d.ep_rank < 0 || d.ep_rank >= d.E_global / d.E_local) fail("ep_rank out of range");
-  if (d.E_local > kMaxLocalExperts) fail("E_local above 2048 is not supported");
+  const DimsError e = dims_error(d);
+  if (!e.field.empty()) throw std::invalid_argument("moe_w4a16: field " + e.field + ": " + e.why);
+  // The alignment kernel ranks routes with a [warps][E_local] table in shared memory
+  // (moe_align.cuh); this bounds it below the 227 KB a block may use.
+  if (d.E_local > 2048) throw std::invalid_argument("moe_w4a16: E_local above 2048 is not supported");
   if ((long long)d.M * d.k * std::max(d.H, d.I) >= (1ll << 40))
-    fail("M*k*max(H, I) too large for the workspaces");
-  if ((long long)d.M * d.k >= (1ll << 30)) fail("M*k too large");
+    throw std::invalid_argument("moe_w4a16: M*k*max(H, I) too large for the workspaces");
+  if ((long long)d.M * d.k >= (1ll << 30)) throw std::invalid_argument("moe_w4a16: M*k too large");
 }
 
 namespace {

@@ -19,6 +19,7 @@ std::vector<std::string> router_variants() { return {"default", "fused_tagged", 
 std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights& w, const std::string& variant) {
   const DimsError e = dims_error(dims);
   if (!e.field.empty()) throw std::invalid_argument("router: field " + e.field + ": " + e.why);
+  if (dims.E > 65535 * router::kTileE) throw std::invalid_argument("router: E past the grid limit");
   if (variant == "gemm_then_topk" || (variant == "default" && !router::fused_fits(dims)))
     return router::make_gemm_then_topk_router(dims, w);
   if (variant != "default" && variant != "fused_tagged")

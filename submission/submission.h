@@ -141,8 +141,8 @@ std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w,
 // ---------------------------------------------------------------- validity
 // The "Valid:" rules above as code: the first rule the dims break, as the field that breaks it
 // and why ("must be a multiple of 8 for op dense (got 100)"), or an empty field where they all
-// hold; besides those rules, the limits of this implementation (sizes its indices can address).
-// make_<op> throws std::invalid_argument("<op>: field F: why") for such dims.
+// hold. make_<op> throws std::invalid_argument("<op>: field F: why") for such dims, and for dims
+// past the limits of this implementation (sizes its indices and grids can address).
 struct DimsError {
   std::string field, why;
 };
