@@ -305,12 +305,16 @@ int list_main(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   const uint64_t seed = o.seed;
-  std::printf("%-22s %-10s %-10s %-52s %10s %10s\n", "shape", "op", "regime", "dims", "MB", "GFLOP");
+  using Align = TextTable::Align;
+  TextTable shapes({"shape", "op", "regime", "dims", "MB", "GFLOP"},
+                   {Align::left, Align::left, Align::left, Align::left, Align::right, Align::right});
   for (const auto& s : sf.shapes) {
     const std::vector<Routing> pool = s.op == Op::moe_w4a16 ? routing_pool(s, shape_seed(seed, s)) : std::vector<Routing>{};
-    std::printf("%-22s %-10s %-10s %-52s %10.2f %10.3f\n", s.name.c_str(), op_name(s.op), s.regime.c_str(),
-                s.dims_string().c_str(), pool_min_bytes(s, pool) / 1e6, pool_flops(s, pool) / 1e9);
+    shapes.add({s.name, op_name(s.op), s.regime, s.dims_string(), format_number("%.2f", pool_min_bytes(s, pool) / 1e6),
+                format_number("%.3f", pool_flops(s, pool) / 1e9)});
   }
+  shapes.print(std::cout);
+  std::cout.flush();
   std::printf("\nvariants (scorer run --variant OP=NAME; * in the upload, the others under dev/):\n");
   for (const char* op : {"pooler", "dense", "router", "moe_w4a16"}) {
     std::string list;
