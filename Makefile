@@ -1,6 +1,14 @@
-# Builds the single `scorer` binary (scorer/ + reference/ + submission/) and the
-# doctest suites. `make score` and `make test` are the whole set-up on a fresh
-# machine: both first install what is missing.
+# Builds the single `scorer` binary (scorer/ + reference/ + submission/ + dev/) and
+# the doctest suites. `make score` and `make test` are the whole set-up on a fresh
+# machine: both first install what is missing. Every core by default (make -jN
+# overrides); `make compile_commands.json` for editors, `make sanitize` for
+# compute-sanitizer on the GPU suites.
+
+# Parallel unless the command line gave -j; only the top-level make sets it, the
+# recursive ones share its jobs.
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)))
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -27,7 +35,7 @@ CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))
 GPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/gpu_*.cu tests/gpu_*.cpp))
 TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu))
 
-.PHONY: all deps score test check package clean FORCE
+.PHONY: all deps score test check sanitize package clean FORCE
 all: $(BUILD)/scorer $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
 
 deps:
@@ -73,6 +81,25 @@ check: deps
 test: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/run-tests $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
+
+# The GPU suites' "sanitize" cases (one shape per op, default variants only) under
+# compute-sanitizer's memcheck and racecheck; a finding fails the target.
+SANITIZER ?= $(CUDA_HOME)/bin/compute-sanitizer
+sanitize: deps
+	@$(MAKE) --no-print-directory $(BUILD)/tests/gpu_tests
+	GPU_TESTS_DEFAULT_ONLY=1 $(SANITIZER) --tool memcheck --error-exitcode 1 $(BUILD)/tests/gpu_tests -ts=sanitize
+	GPU_TESTS_DEFAULT_ONLY=1 $(SANITIZER) --tool racecheck --error-exitcode 1 $(BUILD)/tests/gpu_tests -ts=sanitize
+
+# One entry per source with the flags its rule compiles it with, for clangd and
+# clang-tidy (no build needed).
+ALL_SRC := $(LIB_CPP) $(MAIN) $(wildcard tests/cpu_*.cpp) $(LIB_CU) $(wildcard tests/gpu_*.cu tests/bad_kernels/*.cu)
+compile_commands.json: Makefile
+	@{ echo '['; sep=''; \
+	  for f in $(ALL_SRC); do \
+	    case $$f in *.cu) cmd='$(NVCC) $(NVCCFLAGS) $(INCLUDES)';; *) cmd='$(CXX) $(CXXFLAGS) $(INCLUDES)';; esac; \
+	    printf '%s  {"directory": "%s", "file": "%s", "command": "%s -c %s -o %s"}' "$$sep" "$(CURDIR)" "$$f" "$$cmd" "$$f" "$(BUILD)/obj/$$f.o"; \
+	    sep=$$(printf ',\n'); \
+	  done; echo; echo ']'; } > $@
 
 package: deps
 	@$(MAKE) --no-print-directory $(BUILD)/scorer

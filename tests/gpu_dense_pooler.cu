@@ -131,7 +131,7 @@ void dense_case(int M, int N, int K) {
                                       ref::dense_cpu(M, int(cols.size()), K, X[1].data(), w_cols.data())};
 
   DeviceBuffer<uint16_t> dW(W), dX(X[0]), dOut(size_t(M) * N);
-  for (const std::string& variant : submission::dev::variants("dense")) {
+  for (const std::string& variant : gpu_test::variants_under_test("dense")) {
     const std::string what = "dense M=" + std::to_string(M) + " N=" + std::to_string(N) +
                              " K=" + std::to_string(K) + " variant " + variant;
     INFO(what);
@@ -193,7 +193,7 @@ void pooler_case(int B, int H, int lo, int hi, bool subset_columns = false) {
 
   DeviceBuffer<uint16_t> dW(W), dBias(bias), dHidden(hidden[0]), dOut(size_t(B) * H);
   DeviceBuffer<int32_t> dCu(cu[0]);
-  for (const std::string& variant : submission::dev::variants("pooler")) {
+  for (const std::string& variant : gpu_test::variants_under_test("pooler")) {
     const std::string what = "pooler B=" + std::to_string(B) + " H=" + std::to_string(H) + " lengths " +
                              std::to_string(lo) + ".." + std::to_string(hi) + " variant " + variant;
     INFO(what);
@@ -341,6 +341,10 @@ TEST_CASE("pooler: public shapes, every variant") {
   for (int B : {8, 16})
     for (int H : {1024, 4096}) pooler_case(B, H, 1, 512);
 }
+
+// make sanitize: one public shape per op under compute-sanitizer.
+TEST_CASE("sanitize: dense, one public shape" * doctest::test_suite("sanitize")) { dense_case(32, 4096, 4096); }
+TEST_CASE("sanitize: pooler, one public shape" * doctest::test_suite("sanitize")) { pooler_case(8, 4096, 1, 512); }
 
 TEST_CASE("dense and pooler: variant lists and rejected arguments") {
   for (const auto& names : {submission::dev::variants("dense"), submission::dev::variants("pooler")}) {

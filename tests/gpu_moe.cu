@@ -153,7 +153,7 @@ void require_correct(const std::vector<uint16_t>& got, const std::vector<double>
 // REQUIRE or an exception ends that variant only (a sticky CUDA error will
 // still fail the ones after it, but the first failure names the culprit).
 void for_each_variant(const std::function<void(const std::string&)>& body) {
-  std::vector<std::string> names = submission::dev::variants("moe_w4a16");
+  std::vector<std::string> names = gpu_test::variants_under_test("moe_w4a16");
   std::reverse(names.begin(), names.end());  // gemv, mma_nopdl, ..., default
   for (const std::string& variant : names) {
     CAPTURE(variant);
@@ -239,6 +239,12 @@ TEST_CASE("moe small shapes cover every block size") {
 TEST_CASE("moe EP rank 2 of 4, odd sizes, some tokens with no local route") {
   const MoeDims d{7, 256, 384, 16, 4, 3, 2};
   // Token 0 routes only to other ranks; the rest anywhere.
+  check_all_variants(d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
+}
+
+// make sanitize: one small expert-parallel shape under compute-sanitizer.
+TEST_CASE("sanitize: moe, an expert-parallel shape" * doctest::test_suite("sanitize")) {
+  const MoeDims d{7, 256, 384, 16, 4, 3, 2};
   check_all_variants(d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
 }
 

@@ -25,7 +25,7 @@ namespace {
 using gpu_test::DeviceBuffer;
 using submission::RouterDims;
 
-std::vector<std::string> router_variants() { return submission::dev::variants("router"); }
+std::vector<std::string> router_variants() { return gpu_test::variants_under_test("router"); }
 
 bool is_fused(const std::string& v) {
   return v == "fused_cluster" || v == "fused_slots" || v == "fused_slots_wide" || v == "fused_tile_tree" ||
@@ -226,6 +226,18 @@ TEST_CASE("router: variant names and invalid arguments") {
     CHECK_THROWS_AS(submission::dev::make_router({2, 0, 16, 4}, w, v), std::invalid_argument);
     CHECK_THROWS_AS(submission::dev::make_router({0, 64, 16, 4}, w, v), std::invalid_argument);
     CHECK_NOTHROW(submission::dev::make_router(ok, w, v));
+  }
+}
+
+// make sanitize: one public shape under compute-sanitizer.
+TEST_CASE("sanitize: router, one public shape" * doctest::test_suite("sanitize")) {
+  std::mt19937_64 rng(fresh_seed());
+  Stream stream;
+  const RouterDims d = kPublicShapes[2];
+  const std::vector<uint16_t> wg = random_wg(d, rng), x = random_x(d, rng);
+  for (const std::string& v : router_variants()) {
+    auto r = make_or_refuse(d, wg, v);
+    if (r) check_against_reference(d, x, wg, r->run(x, stream.s));
   }
 }
 

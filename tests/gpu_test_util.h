@@ -11,9 +11,19 @@
 #include <string>
 #include <vector>
 
+#include <cstdlib>
+
+#include "dev/variants.h"
 #include "reference/bf16_host.h"
 
 namespace gpu_test {
+
+// The variants a test runs for op: every one (dev/variants.h), or only "default" where the
+// environment sets GPU_TESTS_DEFAULT_ONLY (make sanitize: the tools run kernels 10-100x slower).
+inline std::vector<std::string> variants_under_test(const std::string& op) {
+  if (std::getenv("GPU_TESTS_DEFAULT_ONLY")) return {"default"};
+  return submission::dev::variants(op);
+}
 
 inline bool gpu_available(std::string* why) {
   int n = 0;
