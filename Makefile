@@ -35,7 +35,7 @@ CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))
 GPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/gpu_*.cu tests/gpu_*.cpp))
 TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu))
 
-.PHONY: all deps score test check sanitize package clean FORCE
+.PHONY: all deps score test check sanitize package clean print-nvccflags FORCE
 all: $(BUILD)/scorer $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
 
 deps:
@@ -100,6 +100,10 @@ compile_commands.json: Makefile
 	    printf '%s  {"directory": "%s", "file": "%s", "command": "%s -c %s -o %s"}' "$$sep" "$(CURDIR)" "$$f" "$$cmd" "$$f" "$(BUILD)/obj/$$f.o"; \
 	    sep=$$(printf ',\n'); \
 	  done; echo; echo ']'; } > $@
+
+# The flags a .cu file compiles with (scripts/kernel-cubins).
+print-nvccflags:
+	@echo $(NVCCFLAGS) $(INCLUDES)
 
 package: deps
 	@$(MAKE) --no-print-directory $(BUILD)/scorer

@@ -10,7 +10,7 @@
 //     the 16-row tiles are divided evenly among them.
 //   * A cluster of S CTAs shares a range of tiles; CTA s takes the s-th of S slices of K. It
 //     copies its slice of the token rows into shared memory once and every warp reads them from
-//     there: token traffic from L2 is 8 NG rows x K x 2 bytes per cluster, not per 16 rows.
+//     there: token traffic from L2 is 8 TokenGroups rows x K x 2 bytes per cluster, not per 16 rows.
 //   * Weights go straight from the packed copy (direct::pack_tiles' layout: per tile, 1 KB per
 //     32-wide k chunk, contiguous) into MMA fragments, two batches of kClusterBatch chunks in
 //     flight per warp (direct_mma.cuh explains the k permutation that makes a 16-byte load one
@@ -77,7 +77,7 @@ __host__ __device__ constexpr int cluster_row_stride(int groups, int warp_k) {
 }
 
 // Shared memory: one mbarrier per group (rounded up to 16-byte units, where the token rows
-// start), the slice's token rows (8 NG rows) and the partial tiles [warp_k][max_tiles][8 NG
+// start), the slice's token rows (8 TokenGroups rows) and the partial tiles [warp_k][max_tiles][8 TokenGroups
 // tokens][16 rows] fp32.
 __host__ __device__ constexpr int cluster_barrier_units(int groups) { return (groups * 8 + 15) / 16; }
 inline size_t cluster_smem_bytes(int ng, int slice_chunks, int warp_k, int max_tiles) {
@@ -86,10 +86,10 @@ inline size_t cluster_smem_bytes(int ng, int slice_chunks, int warp_k, int max_t
   return units * 16 + size_t(warp_k) * max_tiles * 8 * ng * 16 * sizeof(float);
 }
 
-template <int NG, class Rows, class Epi>
+template <int TokenGroups, class Rows, class Epi>  // TokenGroups: 8-token groups per block
 __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(const ClusterParams<Rows, Epi> p) {
   namespace cg = cooperative_groups;
-  constexpr int kCols = 8 * NG, kTileOuts = kCols * 16, kB = kClusterBatch, kThreads = kClusterWarps * 32;
+  constexpr int kCols = 8 * TokenGroups, kTileOuts = kCols * 16, kB = kClusterBatch, kThreads = kClusterWarps * 32;
   extern __shared__ __align__(16) uint4 smem[];
   __shared__ const __nv_bfloat16* xrow[kCols];
   const cg::cluster_group cluster = cg::this_cluster();
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
     const direct::PackedWeights w{p.w + size_t(t0 + st.tile) * p.chunks * 64};
     direct::load_weights<kB>(w, c0, k1, 1, a, b);
   };
-  float acc[NG][4] = {};
+  float acc[TokenGroups][4] = {};
   const uint4* const xthread = xs + g * row_units + q;
   auto multiply = [&](const Step& st, const uint4(&a)[kB][1], const uint4(&b)[kB][1]) {
     mbar_wait(&xbar[st.grp], 0);  // its token rows have landed (free after the first tile)
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
 #pragma unroll
     for (int u = 0; u < kB; ++u) {
 #pragma unroll
-      for (int j = 0; j < NG; ++j) {
+      for (int j = 0; j < TokenGroups; ++j) {
         const uint4 x = xb[8 * j * row_units + u * 4];
         mma_bf16(acc[j], a[u][0].x, b[u][0].x, a[u][0].y, b[u][0].y, x.x, x.y);
         mma_bf16(acc[j], a[u][0].z, b[u][0].z, a[u][0].w, b[u][0].w, x.z, x.w);
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kClusterWarps * 32, 1) cluster_gemm_kernel(con
     if (st.grp == groups - 1) {  // the tile's last batch: park its partial, start afresh
       float* dst = part + size_t(wk * p.max_tiles + st.tile) * kTileOuts;
 #pragma unroll
-      for (int j = 0; j < NG; ++j)
+      for (int j = 0; j < TokenGroups; ++j)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           dst[(8 * j + 2 * q + (i & 1)) * 16 + g + 8 * (i >> 1)] = acc[j][i];
@@ -303,7 +303,7 @@ ClusterPlan plan_cluster(int M, int N, int K, int ng, int sms, int smem_optin) {
   const int smem_max = smem_optin - int(attrs.sharedSizeBytes);  // less the static row pointers
   SUBMISSION_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   const int n_tiles = (N + 15) / 16, chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
-  // Past 8 NG tokens grid.y repeats the whole stream per token chunk, one wave after another.
+  // Past 8 TokenGroups tokens grid.y repeats the whole stream per token chunk, one wave after another.
   const int m_chunks = (M + 8 * ng - 1) / (8 * ng);
   const double total_bytes = double(n_tiles) * chunks * 1024 * m_chunks;
   ClusterPlan best;

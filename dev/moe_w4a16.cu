@@ -18,39 +18,39 @@ namespace {
 template <bool kDown,    // GEMM 2 (down), else GEMM 1 (gate_up)
           bool kContig,  // weights packed per unit (one contiguous run a stage)
           bool kSplit,   // GEMM 2 with a split reduction
-          int NT,        // 8-route token tiles per block
-          int RT,        // 16-row tiles per warp
-          int C>         // CTAs per SM: the register cap and the pipeline depth
+          int TokenTiles,        // 8-route token tiles per block
+          int WarpTiles,        // 16-row tiles per warp
+          int CtasPerSm>         // CTAs per SM: the register cap and the pipeline depth
 MmaKernel cta_copies_kernel() {
-  return {moe_mma_kernel<kDown, kContig, NT, RT, C, kSplit>, MmaPipeline<NT, RT, C>::kSmemBytes,
-          MmaTile<NT, RT>::kRows, kMmaThreads, false};
+  return {moe_mma_kernel<kDown, kContig, TokenTiles, WarpTiles, CtasPerSm, kSplit>, MmaPipeline<TokenTiles, WarpTiles, CtasPerSm>::kSmemBytes,
+          MmaTile<TokenTiles, WarpTiles>::kRows, kMmaThreads, false};
 }
 
 template <bool kDown, bool kSplit,  // as cta_copies_kernel's
           bool kQueue,              // the GEMM on the work queue
-          int NT, int RT, int C>    // as cta_copies_kernel's
+          int TokenTiles, int WarpTiles, int CtasPerSm>    // as cta_copies_kernel's
 MmaKernel ws_kernel() {
-  return {moe_ws_kernel<kDown, NT, RT, C, kSplit, kQueue>, WsPipeline<NT, RT, C>::kSmemBytes, MmaTile<NT, RT>::kRows,
+  return {moe_ws_kernel<kDown, TokenTiles, WarpTiles, CtasPerSm, kSplit, kQueue>, WsPipeline<TokenTiles, WarpTiles, CtasPerSm>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows,
           kWsThreads, true};
 }
 
 // The kernel of a block size and unit rows that the upload does not hold.
 template <bool kDown, bool kContig, bool kSplit,  // as cta_copies_kernel's
-          int NT>                                 // 8-route token tiles per block
+          int TokenTiles>                                 // 8-route token tiles per block
 MmaKernel dev_kernel_rows(const MoePlan& p, int tile_rows, int ctas) {
-  if (NT == 8 && tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
-  constexpr int kRt128 = NT < 8 ? 2 : 1;  // RT of 128-row units
+  if (TokenTiles == 8 && tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
+  constexpr int kRt128 = TokenTiles < 8 ? 2 : 1;  // WarpTiles of 128-row units
   if (p.warp_specialized) {
     if constexpr (kContig) {
       if (!kDown && p.queue_chunk_stages) {
         if (ctas != 3) throw std::invalid_argument("moe_w4a16: the work queue runs at 3 CTAs per SM");
-        return tile_rows == 128 ? ws_kernel<false, false, true, NT, kRt128, 3>()
-                                : ws_kernel<false, false, true, NT, 1, 3>();
+        return tile_rows == 128 ? ws_kernel<false, false, true, TokenTiles, kRt128, 3>()
+                                : ws_kernel<false, false, true, TokenTiles, 1, 3>();
       }
-      if constexpr (ws_max_ctas_per_sm(8 * NT) == 4) {
+      if constexpr (ws_max_ctas_per_sm(8 * TokenTiles) == 4) {
         if (ctas == 4)
-          return tile_rows == 128 ? ws_kernel<kDown, kSplit, false, NT, kRt128, 4>()
-                                  : ws_kernel<kDown, kSplit, false, NT, 1, 4>();
+          return tile_rows == 128 ? ws_kernel<kDown, kSplit, false, TokenTiles, kRt128, 4>()
+                                  : ws_kernel<kDown, kSplit, false, TokenTiles, 1, 4>();
       }
       throw std::invalid_argument("moe_w4a16: no warp-specialised kernel for this block size and CTAs per SM");
     }
@@ -60,17 +60,17 @@ MmaKernel dev_kernel_rows(const MoePlan& p, int tile_rows, int ctas) {
     throw std::invalid_argument("moe_w4a16: a split GEMM 2 on unit-packed weights needs the warp-specialised kernel");
   } else {
     if (ctas == 6) {
-      if constexpr (!kContig && mma_max_ctas_per_sm(8 * NT, kMmaWarps * kRt128) == 6) {
-        if (tile_rows == 128) return cta_copies_kernel<kDown, kContig, kSplit, NT, kRt128, 6>();
+      if constexpr (!kContig && mma_max_ctas_per_sm(8 * TokenTiles, kMmaWarps * kRt128) == 6) {
+        if (tile_rows == 128) return cta_copies_kernel<kDown, kContig, kSplit, TokenTiles, kRt128, 6>();
       }
-      if constexpr (!kContig && mma_max_ctas_per_sm(8 * NT, kMmaWarps) == 6) {
-        if (tile_rows != 128) return cta_copies_kernel<kDown, kContig, kSplit, NT, 1, 6>();
+      if constexpr (!kContig && mma_max_ctas_per_sm(8 * TokenTiles, kMmaWarps) == 6) {
+        if (tile_rows != 128) return cta_copies_kernel<kDown, kContig, kSplit, TokenTiles, 1, 6>();
       }
       throw std::invalid_argument("moe_w4a16: no kernel for this block size and layout with 6 CTAs per SM");
     }
     if (ctas != 3) throw std::invalid_argument("moe_w4a16: no kernel for this many CTAs per SM");
-    return tile_rows == 128 ? cta_copies_kernel<kDown, kContig, kSplit, NT, kRt128, 3>()
-                            : cta_copies_kernel<kDown, kContig, kSplit, NT, 1, 3>();
+    return tile_rows == 128 ? cta_copies_kernel<kDown, kContig, kSplit, TokenTiles, kRt128, 3>()
+                            : cta_copies_kernel<kDown, kContig, kSplit, TokenTiles, 1, 3>();
   }
 }
 

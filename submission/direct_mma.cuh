@@ -3,7 +3,7 @@
 // against a handful of tokens (the router, the small-M engine's direct kernel) the weights need
 // no staging: each 16-byte load of a weight row is already one thread's A fragment for two MMAs.
 //
-//   acc[r NT + n] += W[rows g, g+8 of tile r] . X[token 8n + g]   over the k chunks first,
+//   acc[r TokenTiles + n] += W[rows g, g+8 of tile r] . X[token 8n + g]   over the k chunks first,
 //                    first + stride, ... below end (a chunk is 32 k), in that order.
 //
 // A warp may own several 16-row tiles (Weights::kTiles): each token load then feeds the MMAs of
@@ -89,7 +89,7 @@ struct RowMajorWeights {
     b[0] = load_readonly(wb + k, in && wb != nullptr);
   }
 };
-template <int Tiles>
+template <int Tiles>  // Tiles: 16-row tiles per warp
 struct PackedTiles {
   static constexpr int kTiles = Tiles;
   const uint4* tile;         // the first tile's first chunk
@@ -108,7 +108,7 @@ struct PackedTiles {
 using PackedWeights = PackedTiles<1>;
 
 // The weight loads of one batch: Batch chunks from c0 on, stride apart.
-template <int Batch, class Weights>
+template <int Batch, class Weights>  // Batch: chunks per batch
 __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, int stride,
                                              uint4 (&a)[Batch][Weights::kTiles],
                                              uint4 (&b)[Batch][Weights::kTiles]) {
@@ -121,9 +121,10 @@ __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, 
 
 // The token loads of a batch, at the chunks the slots c0 + u * stride hold (kRotated: slot s
 // holds chunk s ^ rot, TileStrides).
-template <int NT, int Batch, bool kRotated>
-__device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[NT], int K, int c0, int end, int stride,
-                                            uint4 (&xv)[Batch][NT], int rot) {
+// TokenTiles: 8-token tiles, Batch: chunks per batch, kRotated: rotated walk
+template <int TokenTiles, int Batch, bool kRotated>
+__device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[TokenTiles], int K, int c0, int end, int stride,
+                                            uint4 (&xv)[Batch][TokenTiles], int rot) {
   const int q = threadIdx.x % 4;
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
@@ -131,23 +132,24 @@ __device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[NT],
     const int k = (kRotated ? chunk ^ rot : chunk) * kChunkK + q * 8;
     const bool in_k = chunk < end && k < K;
 #pragma unroll
-    for (int n = 0; n < NT; ++n) xv[u][n] = load_shared_readonly(x[n] + k, in_k && x[n] != nullptr);
+    for (int n = 0; n < TokenTiles; ++n) xv[u][n] = load_shared_readonly(x[n] + k, in_k && x[n] != nullptr);
   }
 }
 
 // A batch's MMAs: each token fragment serves every tile.
-template <int NT, int Batch, int Tiles>
+// TokenTiles: 8-token tiles, Batch: chunks per batch, Tiles: 16-row tiles per warp
+template <int TokenTiles, int Batch, int Tiles>
 __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const uint4 (&b)[Batch][Tiles],
-                                          const uint4 (&xv)[Batch][NT], float (&acc)[Tiles * NT][4]) {
+                                          const uint4 (&xv)[Batch][TokenTiles], float (&acc)[Tiles * TokenTiles][4]) {
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
 #pragma unroll
     for (int r = 0; r < Tiles; ++r) {
       const uint4 wa = a[u][r], wb = b[u][r];
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        mma_bf16(acc[r * NT + n], wa.x, wb.x, wa.y, wb.y, xv[u][n].x, xv[u][n].y);
-        mma_bf16(acc[r * NT + n], wa.z, wb.z, wa.w, wb.w, xv[u][n].z, xv[u][n].w);
+      for (int n = 0; n < TokenTiles; ++n) {
+        mma_bf16(acc[r * TokenTiles + n], wa.x, wb.x, wa.y, wb.y, xv[u][n].x, xv[u][n].y);
+        mma_bf16(acc[r * TokenTiles + n], wa.z, wb.z, wa.w, wb.w, xv[u][n].z, xv[u][n].w);
       }
     }
   }
@@ -173,21 +175,22 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // two MMA chains, the pooler at K = 1024 ran 0-0.13 us faster (round 87). kRotated: w is packed
 // in the block's walk, slot s holding chunk s ^ rot (TileStrides), and the token chunks follow
 // it; a template argument, so that the callers that never rotate (the router) carry nothing.
-template <int NT, int Batch, bool kOneBatch = false, bool kRotated = false, class Weights, class TokenRows>
+// TokenTiles: 8-token tiles, Batch: chunks per batch, kOneBatch: no loop, kRotated: rotated walk
+template <int TokenTiles, int Batch, bool kOneBatch = false, bool kRotated = false, class Weights, class TokenRows>
 __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& token_rows, int K, int first, int end,
-                                          int stride, float (&acc)[Weights::kTiles * NT][4], int rot = 0) {
+                                          int stride, float (&acc)[Weights::kTiles * TokenTiles][4], int rot = 0) {
   constexpr int kTiles = Weights::kTiles;
   constexpr bool kEarlyTokens = kTiles > 1;
-  uint4 a0[Batch][kTiles], b0[Batch][kTiles], x0[Batch][NT];
+  uint4 a0[Batch][kTiles], b0[Batch][kTiles], x0[Batch][TokenTiles];
   load_weights<Batch>(w, first, end, stride, a0, b0);
-  const __nv_bfloat16* x[NT];
+  const __nv_bfloat16* x[TokenTiles];
   if constexpr (kOneBatch) {
     // Behind a branch: in one basic block with the weight loads, ptxas put the first use of a
     // looked-up row (the pooler's) ahead of them (docs/perf-log.md, round 87).
     if (first < end) {
       token_rows(x);
-      load_tokens<NT, Batch, kRotated>(x, K, first, end, stride, x0, rot);
-      if constexpr (kTiles * NT == 1) {
+      load_tokens<TokenTiles, Batch, kRotated>(x, K, first, end, stride, x0, rot);
+      if constexpr (kTiles * TokenTiles == 1) {
         // One accumulator tile: the batch's MMAs would be one dependent chain, which nothing
         // overlaps here. The chunks alternate between two chains, added at the end.
         float acc1[4] = {};
@@ -201,29 +204,29 @@ __device__ __forceinline__ void warp_gemm(const Weights& w, const TokenRows& tok
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[0][i] += acc1[i];
       } else {
-        mma_batch<NT, Batch>(a0, b0, x0, acc);
+        mma_batch<TokenTiles, Batch>(a0, b0, x0, acc);
       }
     }
   } else {
     const int step = Batch * stride;
-    uint4 a1[Batch][kTiles], b1[Batch][kTiles], x1[Batch][NT];
+    uint4 a1[Batch][kTiles], b1[Batch][kTiles], x1[Batch][TokenTiles];
     token_rows(x);
-    if constexpr (kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, first, end, stride, x0, rot);
+    if constexpr (kEarlyTokens) load_tokens<TokenTiles, Batch, kRotated>(x, K, first, end, stride, x0, rot);
     for (int c0 = first; c0 < end; c0 += 2 * step) {
       const int c1 = c0 + step;
       if (c1 < end) {
         load_weights<Batch>(w, c1, end, stride, a1, b1);
-        if constexpr (kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c1, end, stride, x1, rot);
+        if constexpr (kEarlyTokens) load_tokens<TokenTiles, Batch, kRotated>(x, K, c1, end, stride, x1, rot);
       }
-      if constexpr (!kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c0, end, stride, x0, rot);
-      mma_batch<NT, Batch>(a0, b0, x0, acc);
+      if constexpr (!kEarlyTokens) load_tokens<TokenTiles, Batch, kRotated>(x, K, c0, end, stride, x0, rot);
+      mma_batch<TokenTiles, Batch>(a0, b0, x0, acc);
       if (c1 >= end) break;
       if (c1 + step < end) {
         load_weights<Batch>(w, c1 + step, end, stride, a0, b0);
-        if constexpr (kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c1 + step, end, stride, x0, rot);
+        if constexpr (kEarlyTokens) load_tokens<TokenTiles, Batch, kRotated>(x, K, c1 + step, end, stride, x0, rot);
       }
-      if constexpr (!kEarlyTokens) load_tokens<NT, Batch, kRotated>(x, K, c1, end, stride, x1, rot);
-      mma_batch<NT, Batch>(a1, b1, x1, acc);
+      if constexpr (!kEarlyTokens) load_tokens<TokenTiles, Batch, kRotated>(x, K, c1, end, stride, x1, rot);
+      mma_batch<TokenTiles, Batch>(a1, b1, x1, acc);
     }
   }
 }

@@ -13,18 +13,18 @@ namespace submission::moe {
 
 // GEMM 1 epilogue: accumulator rows g (gate) and g+8 (up) of a tile belong to
 // the same output i (see w13_source_row), so h needs no data exchange.
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void store_h(const MmaGemmArgs& a, const int* meta,
-                                        const float (&acc)[RT][NT][4]) {
-  using T = MmaTile<NT, RT>;
+                                        const float (&acc)[WarpTiles][TokenTiles][4]) {
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int row_group = meta[1], routes = meta[2];
   const int* route = meta + 4;
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt) {
-    const int i = (row_group * T::kTiles + warp * RT + rt) * 8 + g;
+  for (int rt = 0; rt < WarpTiles; ++rt) {
+    const int i = (row_group * Tile::kTiles + warp * WarpTiles + rt) * 8 + g;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < TokenTiles; ++nt)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int col = nt * 8 + 2 * t + c;
@@ -55,7 +55,7 @@ __device__ __forceinline__ float4 fma_route(float w, float4 y, float4 sum) {
 // routes x 16 splits took 16 dependent round trips of 2 loads (~7.7 us at
 // the end of its GEMM 2 in a globaltimer trace). Routes to other ranks (no
 // row written) add an exact 0.
-template <class V>
+template <class V>  // V: float or float4
 __device__ __forceinline__ V combine_token(const MmaGemmArgs& a, int m, int splits, int col) {
   const int pairs = a.k * splits;
   V sum{}, y{};
@@ -88,18 +88,18 @@ __device__ __forceinline__ V combine_token(const MmaGemmArgs& a, int m, int spli
 }
 
 // GEMM 2 epilogue: the unit's route rows to the workspace.
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void store_partials(const MmaGemmArgs& a, const int* meta,
-                                               const float (&acc)[RT][NT][4], int splits) {
-  using T = MmaTile<NT, RT>;
+                                               const float (&acc)[WarpTiles][TokenTiles][4], int splits) {
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int row_group = meta[1], routes = meta[2], split = meta[3];
   const int* route = meta + 4;
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt) {
-    const int n = (row_group * T::kTiles + warp * RT + rt) * kTileRows + g;
+  for (int rt = 0; rt < WarpTiles; ++rt) {
+    const int n = (row_group * Tile::kTiles + warp * WarpTiles + rt) * kTileRows + g;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < TokenTiles; ++nt)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int col = nt * 8 + 2 * t + c;
@@ -118,10 +118,10 @@ __device__ __forceinline__ void store_partials(const MmaGemmArgs& a, const int* 
 // each completed token's rows (one L2 round trip per token), with the MMA
 // warps stopped: at qwen3 M=256 this epilogue held ~42% of GEMM 2's warp
 // samples, hence combine_all_tokens.
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const int* token_routes, const int* meta,
                                                   int row_groups, int splits, int* combine) {
-  using T = MmaTile<NT, RT>;
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int tid = threadIdx.x;
   const int row_group = meta[1], routes = meta[2];
   const int* route = meta + 4;
@@ -141,8 +141,8 @@ __device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const in
   for (int s = 0; s < routes; ++s) {
     const int m = combine[s];
     if (m < 0) continue;
-    for (int r = tid; r < T::kRows; r += kMmaThreads) {
-      const int n = row_group * T::kRows + r;
+    for (int r = tid; r < Tile::kRows; r += kMmaThreads) {
+      const int n = row_group * Tile::kRows + r;
       a.out[size_t(m) * a.H + n] = __float2bfloat16(combine_token<float>(a, m, splits, n));
     }
   }
@@ -182,7 +182,7 @@ __device__ __forceinline__ void down_launch_dependents(const MmaGemmArgs& a) {
   if (!a.deferred_combine) pdl_launch_dependents();
 }
 
-template <bool kSplit>
+template <bool kSplit>  // kSplit: split GEMM 2
 __device__ __forceinline__ void combine_all_tokens(const MmaGemmArgs& a) {
   grid_barrier(a.grid_arrivals);
   const int splits = kSplit ? a.splits : 1;
@@ -297,22 +297,22 @@ struct StreamK {
 // (deterministic), runs GEMM 1's epilogue and resets the count for the next
 // call. Every CTA of the grid is resident (persistent grid), so the wait
 // ends.
-template <int NT, int RT>
-__device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+__device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[WarpTiles][TokenTiles][4],
                                                const StreamK& sk, int unit, int groups, int stages,
                                                unsigned ticket) {
-  constexpr int kFrag = kMmaThreads * RT * NT;  // float4 per slot
+  constexpr int kFrag = kMmaThreads * WarpTiles * TokenTiles;  // float4 per slot
   const int tid = threadIdx.x;
   const long long u0 = (long long)unit * groups;
   int* counter = a.sk_counters + unit;
   const int first_c = sk.cta_of(u0);
   if (first_c != int(blockIdx.x)) {
-    float4* mine = a.sk_partial + size_t(blockIdx.x) * kFrag + tid * RT * NT;
+    float4* mine = a.sk_partial + size_t(blockIdx.x) * kFrag + tid * WarpTiles * TokenTiles;
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
+    for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        __stcg(mine + rt * NT + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+      for (int nt = 0; nt < TokenTiles; ++nt)
+        __stcg(mine + rt * TokenTiles + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
     consumers_sync();  // every thread's part is stored before thread 0 releases it
     if (tid == 0) {
       asm volatile("fence.acq_rel.gpu;" ::: "memory");
@@ -331,16 +331,16 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
   consumers_sync();
   for (int c = first_c + 1, last_c = sk.cta_of(u0 + groups - 1); c <= last_c; ++c) {
     if (sk.lo(c) == sk.lo(c + 1)) continue;  // an empty range holds no part
-    const float4* part = a.sk_partial + size_t(c) * kFrag + tid * RT * NT;
+    const float4* part = a.sk_partial + size_t(c) * kFrag + tid * WarpTiles * TokenTiles;
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
+    for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float4 v = __ldcg(part + rt * NT + nt);
+      for (int nt = 0; nt < TokenTiles; ++nt) {
+        const float4 v = __ldcg(part + rt * TokenTiles + nt);
         acc[rt][nt][0] += v.x, acc[rt][nt][1] += v.y, acc[rt][nt][2] += v.z, acc[rt][nt][3] += v.w;
       }
   }
-  store_h<NT, RT>(a, meta, acc);
+  store_h<TokenTiles, WarpTiles>(a, meta, acc);
   publish_h(a, meta, ticket);
 }
 
@@ -368,10 +368,10 @@ struct CtaStages {
     const int u = !stream_k ? first_unit + i * int(gridDim.x) : first_unit + i <= last_unit ? first_unit + i : units;
     return block_major && u < units ? u % row_groups * blocks + u / row_groups : u;
   }
-  // The routing this CTA reads (blocks of 8 NT routes).
-  template <int NT>
+  // The routing this CTA reads (blocks of 8 TokenTiles routes).
+  template <int TokenTiles>  // TokenTiles: 8-token tiles
   __device__ AlignedRoutes routes(const MmaGemmArgs& a) const {
-    return own_routing ? aligned_routes_at(own_routing, 8 * NT, a.max_blocks) : a.routes;
+    return own_routing ? aligned_routes_at(own_routing, 8 * TokenTiles, a.max_blocks) : a.routes;
   }
 };
 // Both GEMM kernels start here, after cta_align_routes and a CTA barrier. GEMM 1
@@ -380,14 +380,15 @@ struct CtaStages {
 // wait, so an alignment launch has completed and been flushed by then; it
 // waits before reading GEMM 1's output (h): for GEMM 1's grid, or with
 // h_ready for the units it reads (wait_h).
-template <bool kDown, bool kSplit, int NT, int RT>
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_routing) {
   CtaStages c;
   if constexpr (!kDown) pdl_wait();
   c.ticket = call_ticket(a);  // in GEMM 1 before it lets GEMM 2 launch (after this)
   c.own_routing = own_routing;
-  c.blocks = routing_load(c.routes<NT>(a).num_blocks);
-  c.row_groups = a.tiles / (kMmaWarps * RT);
+  c.blocks = routing_load(c.routes<TokenTiles>(a).num_blocks);
+  c.row_groups = a.tiles / (kMmaWarps * WarpTiles);
   c.splits = kSplit ? a.splits : 1;
   c.units = c.blocks * c.row_groups * c.splits;
   c.unit_groups = a.groups / c.splits;
@@ -414,19 +415,20 @@ __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_r
 
 // The end of a unit, or of this CTA's share of it (`stages` of the unit's
 // groups): GEMM 2's store and combine, GEMM 1's h, or its stream-K fix-up.
-template <bool kDown, bool kSplit, int NT, int RT>
-__device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* meta, float (&acc)[RT][NT][4],
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
+__device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* meta, float (&acc)[WarpTiles][TokenTiles][4],
                                             const CtaStages& cs, int c_unit, int stages, int row_groups,
                                             int splits, int* combine) {
   if constexpr (kDown) {
-    store_partials<NT, RT>(a, meta, acc, splits);
+    store_partials<TokenTiles, WarpTiles>(a, meta, acc, splits);
     if (!a.deferred_combine)
-      count_and_combine<NT, RT>(a, cs.routes<NT>(a).token_routes, meta, row_groups, splits, combine);
+      count_and_combine<TokenTiles, WarpTiles>(a, cs.routes<TokenTiles>(a).token_routes, meta, row_groups, splits, combine);
   } else if (stages == cs.unit_groups) {
-    store_h<NT, RT>(a, meta, acc);
+    store_h<TokenTiles, WarpTiles>(a, meta, acc);
     publish_h(a, meta, cs.ticket);
   } else {
-    stream_k_fixup<NT, RT>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, stages, cs.ticket);
+    stream_k_fixup<TokenTiles, WarpTiles>(a, meta, acc, cs.sk, cs.unit_at(c_unit), cs.unit_groups, stages, cs.ticket);
   }
 }
 
@@ -448,12 +450,13 @@ struct ConsumerPos {
 };
 // After n stages of a unit (meta: the last one's metadata): at the end of
 // the unit or of the CTA's last stage, the unit's epilogue (finish_unit).
-template <bool kDown, bool kSplit, int NT, int RT>
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ void end_stages(const MmaGemmArgs& a, const CtaStages& cs, const int* meta, int n,
-                                           bool cta_last, int* combine, ConsumerPos& pos, float (&acc)[RT][NT][4]) {
+                                           bool cta_last, int* combine, ConsumerPos& pos, float (&acc)[WarpTiles][TokenTiles][4]) {
   pos.group += n;
   if (pos.group == cs.unit_groups || cta_last) {
-    finish_unit<kDown, kSplit, NT, RT>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
+    finish_unit<kDown, kSplit, TokenTiles, WarpTiles>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
                                        cs.splits, combine);
     pos.group = pos.first_group = 0;
     ++pos.unit;
@@ -462,37 +465,39 @@ __device__ __forceinline__ void end_stages(const MmaGemmArgs& a, const CtaStages
 }
 // One stage's MMAs into acc, then its end (end_stages). The stage's slot is
 // read until this returns.
-template <bool kDown, bool kSplit, int NT, int RT>
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ void consume_stage(const MmaGemmArgs& a, const CtaStages& cs, const unsigned char* stage,
                                               const uint4* minus136_frag, int* combine, bool cta_last,
-                                              ConsumerPos& pos, float (&acc)[RT][NT][4]) {
-  using T = MmaTile<NT, RT>;
-  const int* meta = reinterpret_cast<const int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
-  compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
-  end_stages<kDown, kSplit, NT, RT>(a, cs, meta, 1, cta_last, combine, pos, acc);
+                                              ConsumerPos& pos, float (&acc)[WarpTiles][TokenTiles][4]) {
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  const int* meta = reinterpret_cast<const int*>(stage + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes);
+  compute_stage<TokenTiles, WarpTiles>(stage, meta[2], minus136_frag, acc);
+  end_stages<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, meta, 1, cta_last, combine, pos, acc);
 }
 // consume_stage for two consecutive stages of one unit, the first not the
 // unit's last (the caller checks): only the second may end the unit.
-template <bool kDown, bool kSplit, int NT, int RT>
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ void consume_two_stages(const MmaGemmArgs& a, const CtaStages& cs,
                                                    const unsigned char* stage0, const unsigned char* stage1,
                                                    const uint4* minus136_frag, int* combine, bool cta_last,
-                                                   ConsumerPos& pos, float (&acc)[RT][NT][4]) {
-  using T = MmaTile<NT, RT>;
-  const int* meta = reinterpret_cast<const int*>(stage1 + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
-  compute_two_stages<NT, RT>(stage0, stage1, meta[2], minus136_frag, acc);
-  end_stages<kDown, kSplit, NT, RT>(a, cs, meta, 2, cta_last, combine, pos, acc);
+                                                   ConsumerPos& pos, float (&acc)[WarpTiles][TokenTiles][4]) {
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  const int* meta = reinterpret_cast<const int*>(stage1 + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes);
+  compute_two_stages<TokenTiles, WarpTiles>(stage0, stage1, meta[2], minus136_frag, acc);
+  end_stages<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, meta, 2, cta_last, combine, pos, acc);
 }
 
 // A GEMM CTA's last step, after its last unit: GEMM 2's deferred combine, or
 // GEMM 1's zeros for the tokens with no local route.
-template <bool kDown, bool kSplit, int NT>
+template <bool kDown, bool kSplit, int TokenTiles>  // kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles
 __device__ __forceinline__ void finish_gemm(const MmaGemmArgs& a, const CtaStages& cs) {
   if constexpr (kDown) {
     if (a.deferred_combine) combine_all_tokens<kSplit>(a);
     retire_ticket(a, cs.ticket);
   } else {
-    zero_unrouted_tokens(a, cs.routes<NT>(a).token_routes);
+    zero_unrouted_tokens(a, cs.routes<TokenTiles>(a).token_routes);
   }
 }
 

@@ -12,18 +12,18 @@ namespace {
 template <bool kDown,   // GEMM 2 (down), else GEMM 1 (gate_up)
           bool kSplit,  // GEMM 2 with a split reduction
           bool kQueue,  // the GEMM on the work queue
-          int NT,       // 8-route token tiles per block
-          int RT>       // 16-row tiles per warp
+          int TokenTiles,       // 8-route token tiles per block
+          int WarpTiles>       // 16-row tiles per warp
 MmaKernel ws_kernel() {
-  return {moe_ws_kernel<kDown, NT, RT, 3, kSplit, kQueue>, WsPipeline<NT, RT, 3>::kSmemBytes, MmaTile<NT, RT>::kRows,
+  return {moe_ws_kernel<kDown, TokenTiles, WarpTiles, 3, kSplit, kQueue>, WsPipeline<TokenTiles, WarpTiles, 3>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows,
           kWsThreads, true};
 }
 
 template <bool kDown, bool kSplit, bool kQueue,  // as ws_kernel's
-          int NT>                                // 8-route token tiles per block
+          int TokenTiles>                                // 8-route token tiles per block
 MmaKernel ws_kernel_rows(int tile_rows) {
-  constexpr int kRt128 = NT < 8 ? 2 : 1;  // RT of 128-row units (none with blocks of 64, refused below)
-  return tile_rows == 128 ? ws_kernel<kDown, kSplit, kQueue, NT, kRt128>() : ws_kernel<kDown, kSplit, kQueue, NT, 1>();
+  constexpr int kRt128 = TokenTiles < 8 ? 2 : 1;  // WarpTiles of 128-row units (none with blocks of 64, refused below)
+  return tile_rows == 128 ? ws_kernel<kDown, kSplit, kQueue, TokenTiles, kRt128>() : ws_kernel<kDown, kSplit, kQueue, TokenTiles, 1>();
 }
 
 template <bool kDown, bool kSplit, bool kQueue>  // as ws_kernel's

@@ -11,7 +11,7 @@
 // stream them through one continuous cp.async pipeline of stages of one
 // scale group (128 along the reduction dim): every stage holds the unit's
 // weights, their scales and the block's activations, so the pipeline never
-// drains at a unit boundary. Each warp owns RT tiles of a unit and all of its
+// drains at a unit boundary. Each warp owns WarpTiles tiles of a unit and all of its
 // routes; no reduction across warps or CTAs is needed for a unit.
 //
 // GEMM 1 (gate_up) ends a unit with SiLU(gate)*up rounded to bf16 into h.
@@ -38,12 +38,12 @@
 namespace submission::moe {
 
 // ------------------------------------------------------------ GEMM kernels
-// Stage layout of a CTA with NT token tiles (block of 8*NT routes) and RT
+// Stage layout of a CTA with TokenTiles token tiles (block of 8*TokenTiles routes) and WarpTiles
 // 16-row tiles per warp (geometry: moe_plan.h).
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 struct MmaTile {
-  static constexpr int kTokens = 8 * NT;
-  static constexpr int kTiles = kMmaWarps * RT;
+  static constexpr int kTokens = 8 * TokenTiles;
+  static constexpr int kTiles = kMmaWarps * WarpTiles;
   static constexpr int kRows = kTiles * kTileRows;
   static constexpr int kWeightBytes = kTiles * kTileGroupBytes;
   static constexpr int kScaleBytes = kTiles * kTileGroupScaleWords * 4;
@@ -69,7 +69,7 @@ struct MmaGemmArgs {
   int deferred_combine;     // GEMM 2: 1 = combine_all_tokens after every unit, 0 = count_and_combine per unit
   unsigned long long* grid_arrivals;  // GEMM 2 deferred: CTAs arrived at the barrier, ever (never reset)
   int stream_k;             // GEMM 1: 1 = stream-K schedule (see moe_mma_kernel), 0 = whole units
-  float4* sk_partial;       // GEMM 1 stream-K: each CTA's part of its first unit, [grid][128 threads][RT*NT]
+  float4* sk_partial;       // GEMM 1 stream-K: each CTA's part of its first unit, [grid][128 threads][WarpTiles*TokenTiles]
   int* sk_counters;         // GEMM 1 stream-K: stages summed so far per unit, zero between calls
   __nv_bfloat16* out;       // [M][H]
   const int32_t* topk_ids;  // [M][k]
@@ -80,7 +80,7 @@ struct MmaGemmArgs {
   // The work queue (moe_ws_kernel with kQueue, moe_mma_ws.cuh), each GEMM its own:
   int* queue;               // [2]: pieces taken, CTAs done; zero between calls
   int chunk_stages;         // GEMM 1: stages per chunk of a unit (the unit's last chunk may be shorter)
-  float4* chunk_partial;    // GEMM 1: each chunk's posted accumulators [chunk][MMA warp][RT*NT][32 lanes]
+  float4* chunk_partial;    // GEMM 1: each chunk's posted accumulators [chunk][MMA warp][WarpTiles*TokenTiles][32 lanes]
   int* chunk_counters;      // GEMM 1: chunks posted per (unit, MMA warp), zero between calls
   // GEMM 1 -> GEMM 2 unit by unit (the plan's h_flags; nullptr: GEMM 2 waits
   // for GEMM 1's whole grid), see publish_h and wait_h:
@@ -100,12 +100,12 @@ __device__ __forceinline__ int routing_load(const int* p) { return __isShared(p)
 // at `smem` (up to 32 routes, moe_align.cuh), readable after the caller's
 // next CTA barrier, and this returns smem; otherwise nullptr: the CTA reads
 // the alignment launch's (a.routes). CtaStages::routes gives either.
-template <int NT>
+template <int TokenTiles>  // TokenTiles: 8-token tiles
 __device__ __forceinline__ int* cta_align_routes(const MmaGemmArgs& a, int* smem) {
   if (!a.cta_align) return nullptr;
   if (threadIdx.x < 32)
-    align_routes_warp(a.topk_ids, a.M, a.k, a.E_local, a.ep_rank, 8 * NT, a.max_blocks,
-                      aligned_routes_at(smem, 8 * NT, a.max_blocks));
+    align_routes_warp(a.topk_ids, a.M, a.k, a.E_local, a.ep_rank, 8 * TokenTiles, a.max_blocks,
+                      aligned_routes_at(smem, 8 * TokenTiles, a.max_blocks));
   return smem;
 }
 
@@ -114,12 +114,12 @@ __device__ __forceinline__ int* cta_align_routes(const MmaGemmArgs& a, int* smem
 // per copy, the full address took ~15 dependent integer instructions and
 // GEMM 1's token of a route a double-precision multiply, a quarter of the
 // loop's issue slots.
-template <int NT>
+template <int TokenTiles>  // TokenTiles: 8-token tiles
 struct UnitMeta {
   int block = -1, row_group = 0, split = 0, expert = 0, routes = 0;
   int rot = 0;      // GEMM 1: the producer's first stage of the unit reads its group rot (stage_group)
-  int route[NT];    // route of slot (tid/16) + 8j: the slots whose activations this thread copies
-  int act_row[NT];  // GEMM 1: the route's token, its activation row (-1: padding); GEMM 2 reads row route
+  int route[TokenTiles];    // route of slot (tid/16) + 8j: the slots whose activations this thread copies
+  int act_row[TokenTiles];  // GEMM 1: the route's token, its activation row (-1: padding); GEMM 2 reads row route
   const uint4* w_src;  // this thread's first weight chunk of group 0
   const uint4* s_src;  // its scale chunk of group 0 (threads < 2 * tiles), weights apart only
 };
@@ -128,14 +128,15 @@ struct UnitMeta {
 // threadIdx where used, so that no register holds it across the kernel):
 // the activation slots slot0() + 8j, 16-byte chunk w_chunk() of the unit's
 // tile w_tile(), scale chunk s_chunk() of tile s_tile() (both in uint4); and
-template <bool kDown, bool kContig, int NT, int RT, class Map>
-__device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const AlignedRoutes& routes, int unit,
+// kDown: GEMM 2, kContig: unit-packed weights, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, Map: copy mapping
+template <bool kDown, bool kContig, int TokenTiles, int WarpTiles, class Map>
+__device__ __forceinline__ UnitMeta<TokenTiles> load_unit(const MmaGemmArgs& a, const AlignedRoutes& routes, int unit,
                                                   int units, int blocks, int splits, double inv_k) {
-  using T = MmaTile<NT, RT>;
-  constexpr int kPack = kContig ? T::kTiles : 1;
-  UnitMeta<NT> u;
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  constexpr int kPack = kContig ? Tile::kTiles : 1;
+  UnitMeta<TokenTiles> u;
 #pragma unroll
-  for (int j = 0; j < NT; ++j) u.route[j] = u.act_row[j] = -1;
+  for (int j = 0; j < TokenTiles; ++j) u.route[j] = u.act_row[j] = -1;
   u.w_src = u.s_src = a.weights;
   if (unit >= units) return u;
   // Row-group-major: CTAs working at the same time share row groups, so the
@@ -149,15 +150,15 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const Al
   u.expert = routing_load(routes.block_expert + u.block);
   u.routes = routing_load(routes.block_routes + u.block);
 #pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const int r = routing_load(routes.slot_route + u.block * T::kTokens + Map::slot0() + 8 * j);
+  for (int j = 0; j < TokenTiles; ++j) {
+    const int r = routing_load(routes.slot_route + u.block * Tile::kTokens + Map::slot0() + 8 * j);
     u.route[j] = r;
     if constexpr (!kDown) u.act_row[j] = r < 0 ? -1 : moe_route_token(r, inv_k);
   }
   // Within a unit tile_group_index is linear in the group (step kPack) and,
   // for a fixed group, in the tile (step `groups` with packs of 1, 1 within a
   // pack of the unit's tiles); so are the word offsets of either layout.
-  const size_t tile0 = size_t(u.expert) * a.tiles + size_t(u.row_group) * T::kTiles;
+  const size_t tile0 = size_t(u.expert) * a.tiles + size_t(u.row_group) * Tile::kTiles;
   static_assert(kContig || !Map::kStagePacked, "stage-packed weights come in packs of the unit's tiles");
   u.w_src = a.weights + tile_group_words(tile0 + Map::w_tile(), 0, a.groups, kPack, Map::kStagePacked).codes / 4 +
             Map::w_chunk();
@@ -168,26 +169,27 @@ __device__ __forceinline__ UnitMeta<NT> load_unit(const MmaGemmArgs& a, const Al
 }
 
 // One stage's MMAs: acc += scale * (W_q - 8) . act, per 16-row tile and
-// 8-route tile, for the block's first N token tiles (the others hold only
-// padding routes). N is a template argument, so that no MMA is predicated:
+// 8-route tile, for the block's first RoutedTiles token tiles (the others hold only
+// padding routes). RoutedTiles is a template argument, so that no MMA is predicated:
 // predicated on the route count (from shared memory, not provably uniform),
 // each mma.sync took a WARPSYNC of its own (ncu: 12.5% of qwen3 m256's
 // instructions).
-template <int N, int NT, int RT>
+// RoutedTiles: token tiles holding a route, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <int RoutedTiles, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, const uint4* minus136_frag,
-                                                    float (&acc)[RT][NT][4]) {
-  static_assert(N >= 1 && N <= NT, "");
-  using T = MmaTile<NT, RT>;
+                                                    float (&acc)[WarpTiles][TokenTiles][4]) {
+  static_assert(RoutedTiles >= 1 && RoutedTiles <= TokenTiles, "");
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const uint4* ws = reinterpret_cast<const uint4*>(stage);
-  const uint32_t* sw = reinterpret_cast<const uint32_t*>(stage + T::kWeightBytes);
-  const uint4* xs = reinterpret_cast<const uint4*>(stage + T::kWeightBytes + T::kScaleBytes);
+  const uint32_t* sw = reinterpret_cast<const uint32_t*>(stage + Tile::kWeightBytes);
+  const uint4* xs = reinterpret_cast<const uint4*>(stage + Tile::kWeightBytes + Tile::kScaleBytes);
   // The lane's 8 A words of each tile (word 2p + s: piece p, step s), two LDS.128.
-  uint32_t wq[RT][8];
-  uint32_t scale[RT];
+  uint32_t wq[WarpTiles][8];
+  uint32_t scale[WarpTiles];
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt) {
-    const int lt = warp * RT + rt;
+  for (int rt = 0; rt < WarpTiles; ++rt) {
+    const int lt = warp * WarpTiles + rt;
     const uint4 h0 = ws[lt * 64 + lane], h1 = ws[lt * 64 + 32 + lane];
     wq[rt][0] = h0.x, wq[rt][1] = h0.y, wq[rt][2] = h0.z, wq[rt][3] = h0.w;
     wq[rt][4] = h1.x, wq[rt][5] = h1.y, wq[rt][6] = h1.z, wq[rt][7] = h1.w;
@@ -196,8 +198,8 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
   // Per-group partial sums of the biased codes (128 + q) . act; the scale
   // multiplies them once per group in fp32. zero[nt] = -136 . act over the
   // group, the same for every row, folds the bias and the zero point 8 back
-  // in: one MMA per k16 step and token tile for all RT tiles, instead of a
-  // subtract per A register, RT x 32 per stage. That pays at one token tile
+  // in: one MMA per k16 step and token tile for all WarpTiles tiles, instead of a
+  // subtract per A register, WarpTiles x 32 per stage. That pays at one token tile
   // only. From two on, each A register is unbiased by a bf16x2 subtract
   // (exact): more instructions, but on the FMA pipe rather than the tensor
   // pipe, the busier one (docs/perf-log.md rounds 75-76: folding at two
@@ -205,15 +207,15 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
   // folding ran blocks of 8 up to 2.5% slower). The constant fragment comes
   // from shared memory: built from immediates, ptxas re-created it before
   // every such MMA (5 instructions each).
-  constexpr bool kFoldZero = N == 1;
-  float part[RT][N][4], zero[N][4];
+  constexpr bool kFoldZero = RoutedTiles == 1;
+  float part[WarpTiles][RoutedTiles][4], zero[RoutedTiles][4];
 #pragma unroll
-  for (int nt = 0; nt < N; ++nt)
+  for (int nt = 0; nt < RoutedTiles; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       zero[nt][i] = 0.f;
 #pragma unroll
-      for (int rt = 0; rt < RT; ++rt) part[rt][nt][i] = 0.f;
+      for (int rt = 0; rt < WarpTiles; ++rt) part[rt][nt][i] = 0.f;
     }
   uint32_t minus136[4] = {};
   if constexpr (kFoldZero) {
@@ -222,32 +224,32 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
   }
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    uint32_t b[N][4];
+    uint32_t b[RoutedTiles][4];
 #pragma unroll
-    for (int nt = 0; nt < N; ++nt) {
-      const uint4 v = xs[act_fragment_uint4(p, nt * 8 + g, t, T::kTokens)];
+    for (int nt = 0; nt < RoutedTiles; ++nt) {
+      const uint4 v = xs[act_fragment_uint4(p, nt * 8 + g, t, Tile::kTokens)];
       b[nt][0] = v.x, b[nt][1] = v.y, b[nt][2] = v.z, b[nt][3] = v.w;
     }
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
       if constexpr (kFoldZero)
 #pragma unroll
-        for (int nt = 0; nt < N; ++nt) mma_bf16(zero[nt], minus136, b[nt][2 * s], b[nt][2 * s + 1]);
+        for (int nt = 0; nt < RoutedTiles; ++nt) mma_bf16(zero[nt], minus136, b[nt][2 * s], b[nt][2 * s + 1]);
 #pragma unroll
-      for (int rt = 0; rt < RT; ++rt) {
+      for (int rt = 0; rt < WarpTiles; ++rt) {
         uint32_t af[4];
         biased_word(wq[rt][2 * p + s], af);
         if constexpr (!kFoldZero) unbias(af);
 #pragma unroll
-        for (int nt = 0; nt < N; ++nt) mma_bf16(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
+        for (int nt = 0; nt < RoutedTiles; ++nt) mma_bf16(part[rt][nt], af, b[nt][2 * s], b[nt][2 * s + 1]);
       }
     }
   }
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt) {
+  for (int rt = 0; rt < WarpTiles; ++rt) {
     const float lo = bf16_lo_to_float(scale[rt]), hi = bf16_hi_to_float(scale[rt]);
 #pragma unroll
-    for (int nt = 0; nt < N; ++nt) {
+    for (int nt = 0; nt < RoutedTiles; ++nt) {
       // Not folded, zero[] stays 0, but x + 0.f is no identity in IEEE
       // (-0 + 0 = +0), so the compiler would keep the adds in the loop.
       if constexpr (kFoldZero)
@@ -261,46 +263,47 @@ __device__ __forceinline__ void compute_stage_tiles(const unsigned char* stage, 
   }
 }
 
-// f(std::integral_constant<int, N>) for N = the token tiles that hold one of
+// f(std::integral_constant<int, RoutedTiles>) for RoutedTiles = the token tiles that hold one of
 // the block's routes (a block has at least one), chosen at run time so
 // that f's MMAs need no predicate (compute_stage_tiles).
-template <int NT, int N = NT, class F>
+// TokenTiles: 8-token tiles, RoutedTiles: token tiles holding a route
+template <int TokenTiles, int RoutedTiles = TokenTiles, class F>
 __device__ __forceinline__ void with_route_tiles(int routes, const F& f) {
-  if constexpr (N > 1) {
-    if (routes <= 8 * (N - 1)) {
-      with_route_tiles<NT, N - 1>(routes, f);
+  if constexpr (RoutedTiles > 1) {
+    if (routes <= 8 * (RoutedTiles - 1)) {
+      with_route_tiles<TokenTiles, RoutedTiles - 1>(routes, f);
       return;
     }
   }
-  f(std::integral_constant<int, N>{});
+  f(std::integral_constant<int, RoutedTiles>{});
 }
 
 // The stage's MMAs for the block's routes.
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes, const uint4* minus136_frag,
-                                              float (&acc)[RT][NT][4]) {
-  with_route_tiles<NT>(routes,
-                       [&](auto n) { compute_stage_tiles<decltype(n)::value, NT, RT>(stage, minus136_frag, acc); });
+                                              float (&acc)[WarpTiles][TokenTiles][4]) {
+  with_route_tiles<TokenTiles>(routes,
+                       [&](auto n) { compute_stage_tiles<decltype(n)::value, TokenTiles, WarpTiles>(stage, minus136_frag, acc); });
 }
 
 // Two stages of the same unit, one after the other in the instruction
 // stream with no branch between them, so that the scheduler can overlap the
 // second's loads and dequantisation with the first's MMA chain.
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void compute_two_stages(const unsigned char* stage0, const unsigned char* stage1, int routes,
-                                                   const uint4* minus136_frag, float (&acc)[RT][NT][4]) {
-  with_route_tiles<NT>(routes, [&](auto n) {
-    compute_stage_tiles<decltype(n)::value, NT, RT>(stage0, minus136_frag, acc);
-    compute_stage_tiles<decltype(n)::value, NT, RT>(stage1, minus136_frag, acc);
+                                                   const uint4* minus136_frag, float (&acc)[WarpTiles][TokenTiles][4]) {
+  with_route_tiles<TokenTiles>(routes, [&](auto n) {
+    compute_stage_tiles<decltype(n)::value, TokenTiles, WarpTiles>(stage0, minus136_frag, acc);
+    compute_stage_tiles<decltype(n)::value, TokenTiles, WarpTiles>(stage1, minus136_frag, acc);
   });
 }
 
-template <int NT, int RT>
-__device__ __forceinline__ void zero_acc(float (&acc)[RT][NT][4]) {
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+__device__ __forceinline__ void zero_acc(float (&acc)[WarpTiles][TokenTiles][4]) {
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
+  for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < TokenTiles; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.f;
 }

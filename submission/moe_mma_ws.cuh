@@ -21,16 +21,17 @@ namespace submission::moe {
 
 constexpr int kWsThreads = kMmaThreads + 32;  // 4 MMA warps, then the producer warp
 
-// C CTAs per SM: 3, or 4 where the MMA warps fit 96 registers
+// CtasPerSm: 3, or 4 where the MMA warps fit 96 registers
 // (ws_max_ctas_per_sm in moe_plan.h).
-template <int NT, int RT, int C>
+// TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM
+template <int TokenTiles, int WarpTiles, int CtasPerSm>
 struct WsPipeline {
-  using T = MmaTile<NT, RT>;
-  static constexpr int kStages = mma_stages(T::kTokens, T::kTiles, C, ws_tail_bytes(T::kTokens));
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  static constexpr int kStages = mma_stages(Tile::kTokens, Tile::kTiles, CtasPerSm, ws_tail_bytes(Tile::kTokens));
   static constexpr int kBarBytes = 2 * 8 * kStages;  // full[kStages], then empty[kStages]
-  static constexpr int kSmemBytes = kStages * T::kStageBytes + kBarBytes + mma_tail_bytes(T::kTokens);
+  static constexpr int kSmemBytes = kStages * Tile::kStageBytes + kBarBytes + mma_tail_bytes(Tile::kTokens);
   static_assert(kStages >= 3, "pipeline too shallow");
-  static_assert(kSmemBytes <= mma_smem_budget(C), "");
+  static_assert(kSmemBytes <= mma_smem_budget(CtasPerSm), "");
 };
 
 // The producer's copies. A stage's weights and scales are one bulk copy:
@@ -43,7 +44,7 @@ struct WsPipeline {
 // unit's request rate, not DRAM, set the kernel's pace (mixtral m64's GEMM 1
 // ran 2x slower than moe_mma_kernel's). cp.async also zero-fills the
 // padding slots of the token tiles that hold a route.
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 struct ProducerCopy {
   static constexpr bool kStagePacked = true;
   __device__ static int slot0() { return (threadIdx.x & 31) >> 2; }
@@ -65,22 +66,22 @@ constexpr int kWsFullArrivals = 1 + 32;
 // GEMM 2 on the rest) they delayed GEMM 1's first stages by ~0.5 us and its
 // end by ~1 us (docs/perf-log.md, round 80). Where GEMM 1 fills every slot,
 // GEMM 2's CTAs become resident only as GEMM 1's leave, long after this.
-template <bool kDown, int kStages>
+template <bool kDown, int kStages>  // kDown: GEMM 2
 __device__ __forceinline__ void up_launch_dependents_after(int issued, bool last) {
   if (!kDown && (last ? issued < kStages : issued == kStages)) pdl_launch_dependents();
 }
 
 // A stage's metadata, then its weights and scales, announced in bytes.
 // meta[3] = tag: the unit's split, or on GEMM 1's work queue the stage's chunk.
-template <int NT, int RT>
-__device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int group, unsigned char* stage,
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+__device__ __forceinline__ void ws_issue_weights(const UnitMeta<TokenTiles>& u, int group, unsigned char* stage,
                                                  uint64_t* full, uint64_t evict_first, int tag) {
-  using T = MmaTile<NT, RT>;
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int lane = threadIdx.x & 31;
-  int* meta = reinterpret_cast<int*>(stage + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+  int* meta = reinterpret_cast<int*>(stage + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes);
   if ((lane & 3) == 0) {
 #pragma unroll
-    for (int j = 0; j < NT; ++j) meta[4 + (lane >> 2) + 8 * j] = u.route[j];
+    for (int j = 0; j < TokenTiles; ++j) meta[4 + (lane >> 2) + 8 * j] = u.route[j];
   }
   if (lane == 0) {
     meta[0] = u.block;
@@ -90,7 +91,7 @@ __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int grou
   }
   __syncwarp();  // the metadata is written before the arrival that publishes it
   if (lane == 0) {
-    constexpr int kBytes = T::kWeightBytes + T::kScaleBytes;
+    constexpr int kBytes = Tile::kWeightBytes + Tile::kScaleBytes;
     mbar_arrive_expect_tx(full, kBytes);
     bulk_copy(stage, u.w_src + size_t(group) * (kBytes / 16), kBytes, full, evict_first);
   }
@@ -105,21 +106,22 @@ __device__ __forceinline__ void ws_issue_weights(const UnitMeta<NT>& u, int grou
 // at once. The MMA warps only count a unit's stages; the sum over the groups
 // in another order rounds differently, as accurately and the same on every
 // run.
-template <int NT>
-__device__ __forceinline__ int stage_group(const UnitMeta<NT>& u, int i, int unit_groups) {
+template <int TokenTiles>  // TokenTiles: 8-token tiles
+__device__ __forceinline__ int stage_group(const UnitMeta<TokenTiles>& u, int i, int unit_groups) {
   const int g = i + u.rot;
   return u.split * unit_groups + (g < unit_groups ? g : g - unit_groups);
 }
 
-template <bool kDown, int NT, int RT>
-__device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMeta<NT>& u, int group,
+// kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, int TokenTiles, int WarpTiles>
+__device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMeta<TokenTiles>& u, int group,
                                               unsigned char* stage, uint64_t* full) {
-  using T = MmaTile<NT, RT>;
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int lane = threadIdx.x & 31;
-  uint4* xs = reinterpret_cast<uint4*>(stage + T::kWeightBytes + T::kScaleBytes);
+  uint4* xs = reinterpret_cast<uint4*>(stage + Tile::kWeightBytes + Tile::kScaleBytes);
   const int K = a.groups * kGroup;
 #pragma unroll
-  for (int j = 0; j < NT; ++j) {
+  for (int j = 0; j < TokenTiles; ++j) {
     // Token tiles past the block's routes: the MMAs skip them (with_route_tiles),
     // so their slots are left as they are (a block has at least one route).
     if (j > 0 && 8 * j >= u.routes) break;
@@ -128,7 +130,7 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int chunk = (lane & 3) + 4 * i;
-      cp_async16(xs + act_stage_uint4(chunk, slot, T::kTokens), src + chunk * 8, row >= 0 ? 16 : 0);  // padding: zeros
+      cp_async16(xs + act_stage_uint4(chunk, slot, Tile::kTokens), src + chunk * 8, row >= 0 ? 16 : 0);  // padding: zeros
     }
   }
   cp_async_mbar_arrive(full);
@@ -138,12 +140,13 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
 // with flags, before the unit's first copy of h (i = 0), the wait for the
 // GEMM 1 units that hold all of the unit's h (wait_h). Both producers issue
 // through here.
-template <bool kDown, int NT, int RT>
-__device__ __forceinline__ void ws_issue_unit_acts(const MmaGemmArgs& a, const UnitMeta<NT>& u, int i, int group,
+// kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
+template <bool kDown, int TokenTiles, int WarpTiles>
+__device__ __forceinline__ void ws_issue_unit_acts(const MmaGemmArgs& a, const UnitMeta<TokenTiles>& u, int i, int group,
                                                    int unit_groups, unsigned ticket, unsigned char* stage,
                                                    uint64_t* full) {
   if (kDown && a.h_ready != nullptr && i == 0) wait_h(a, u.block, u.split * unit_groups, unit_groups, ticket);
-  ws_issue_acts<kDown, NT, RT>(a, u, group, stage, full);
+  ws_issue_acts<kDown, TokenTiles, WarpTiles>(a, u, group, stage, full);
 }
 
 // ------------------------------------------------------------ the work queue
@@ -168,41 +171,42 @@ struct ChunkQueue {
   __device__ int first_group(int q) const { return q % per_unit * stages; }
   __device__ int length(int q, int unit_groups) const { return min(stages, unit_groups - first_group(q)); }
 };
-template <bool kDown>
+template <bool kDown>  // kDown: GEMM 2
 __device__ __forceinline__ ChunkQueue chunk_queue(const MmaGemmArgs& a, const CtaStages& cs) {
   if constexpr (kDown) return {1, cs.units, cs.unit_groups};
   const int per_unit = queue_chunks_per_unit(cs.unit_groups, a.chunk_stages);
   return {per_unit, cs.units * per_unit, a.chunk_stages};
 }
 
-template <bool kDown, int NT, int RT, int C>
+// kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM
+template <bool kDown, int TokenTiles, int WarpTiles, int CtasPerSm>
 __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaStages& cs, const ChunkQueue& cq,
                                                unsigned char* smem, uint64_t* full, uint64_t* empty) {
-  using T = MmaTile<NT, RT>;
-  using P = WsPipeline<NT, RT, C>;
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  using Pipe = WsPipeline<TokenTiles, WarpTiles, CtasPerSm>;
   const int lane = threadIdx.x & 31;
   const double inv_k = 1.0 / a.k;
   const uint64_t evict_first = l2_evict_first_policy();
   auto unit_meta = [&](int q) {
-    return load_unit<kDown, true, NT, RT, ProducerCopy<NT, RT>>(a, cs.routes<NT>(a), cq.unit(q), cs.units,
+    return load_unit<kDown, true, TokenTiles, WarpTiles, ProducerCopy<TokenTiles, WarpTiles>>(a, cs.routes<TokenTiles>(a), cq.unit(q), cs.units,
                                                                  cs.blocks, cs.splits, inv_k);
   };
-  auto stage_at = [&](int slot) { return smem + slot * T::kStageBytes; };
+  auto stage_at = [&](int slot) { return smem + slot * Tile::kStageBytes; };
   // GEMM 2's metadata says the unit's split (store_partials); GEMM 1's the chunk.
-  auto tag = [&](const UnitMeta<NT>& u, int q) { return kDown ? u.split : q; };
+  auto tag = [&](const UnitMeta<TokenTiles>& u, int q) { return kDown ? u.split : q; };
   int slot = 0, issued = 0;
   uint32_t phase = 0;
   int q = 0;
   if (lane == 0) q = atomicAdd(a.queue, 1);
   q = __shfl_sync(0xffffffffu, q, 0);
-  UnitMeta<NT> u = unit_meta(q);
+  UnitMeta<TokenTiles> u = unit_meta(q);
   int early = 0;  // GEMM 2: stages of the first unit whose weights went before the PDL wait
   if constexpr (kDown) {
     // The first slots' weights do not depend on GEMM 1: request them while
     // it finishes, their activations (h) once it has.
-    if (q < cq.total) early = min(P::kStages, cq.length(q, cs.unit_groups));
+    if (q < cq.total) early = min(Pipe::kStages, cq.length(q, cs.unit_groups));
     for (int i = 0; i < early; ++i)
-      ws_issue_weights<NT, RT>(u, stage_group(u, i, cs.unit_groups), stage_at(i), full + i, evict_first, tag(u, q));
+      ws_issue_weights<TokenTiles, WarpTiles>(u, stage_group(u, i, cs.unit_groups), stage_at(i), full + i, evict_first, tag(u, q));
     if (a.h_ready == nullptr) pdl_wait();  // else wait_h, unit by unit
     down_launch_dependents(a);
   }
@@ -215,7 +219,7 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
     const int g0 = cq.first_group(q), g1 = g0 + cq.length(q, cs.unit_groups);
     const int g_take = max(g0, g1 - 2);
     int taken = 0, next_q = cq.total;
-    UnitMeta<NT> next_u;
+    UnitMeta<TokenTiles> next_u;
     for (int g = g0; g < g1; ++g) {
       if (g == g_take && lane == 0) taken = atomicAdd(a.queue, 1);
       if (g == g1 - 1) {
@@ -227,21 +231,21 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
         --early;  // its slot is taken and its weights requested
       } else {
         mbar_wait(empty + slot, phase ^ 1);  // a fresh barrier passes parity 1 at once
-        ws_issue_weights<NT, RT>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
+        ws_issue_weights<TokenTiles, WarpTiles>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
       }
       // GEMM 2 takes whole units (g0 = 0), GEMM 1 on the queue waits for no flag.
-      ws_issue_unit_acts<kDown, NT, RT>(a, u, g, group, cs.unit_groups, cs.ticket, stage_at(slot), full + slot);
-      up_launch_dependents_after<kDown, P::kStages>(++issued, false);
-      if (++slot == P::kStages) slot = 0, phase ^= 1;
+      ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, u, g, group, cs.unit_groups, cs.ticket, stage_at(slot), full + slot);
+      up_launch_dependents_after<kDown, Pipe::kStages>(++issued, false);
+      if (++slot == Pipe::kStages) slot = 0, phase ^= 1;
     }
     q = next_q;
     u = next_u;
   }
-  up_launch_dependents_after<kDown, P::kStages>(issued, true);
+  up_launch_dependents_after<kDown, Pipe::kStages>(issued, true);
   // The end: a slot whose metadata says so, completed by plain arrivals.
   mbar_wait(empty + slot, phase ^ 1);
   if (lane == 0)
-    reinterpret_cast<int*>(stage_at(slot) + T::kWeightBytes + T::kScaleBytes + T::kActBytes)[0] = -1;
+    reinterpret_cast<int*>(stage_at(slot) + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes)[0] = -1;
   __syncwarp();
   mbar_arrive(full + slot);
   if (lane == 0) {
@@ -257,22 +261,22 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
 
 // The end of chunk q in one MMA warp (meta: its last stage's), see above.
 // acc is left undefined (the caller zeroes it for the next chunk).
-template <int NT, int RT>
+template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void finish_chunk(const MmaGemmArgs& a, const ChunkQueue& cq, int q, const int* meta,
-                                             float (&acc)[RT][NT][4]) {
+                                             float (&acc)[WarpTiles][TokenTiles][4]) {
   if (cq.per_unit == 1) {
-    store_h<NT, RT>(a, meta, acc);
+    store_h<TokenTiles, WarpTiles>(a, meta, acc);
     return;
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // [chunk][warp][rt * NT + nt][lane]: a warp's 16-byte stores of one fragment are contiguous.
-  auto slot = [&](int chunk) { return a.chunk_partial + (size_t(chunk) * kMmaWarps + warp) * (RT * NT * 32) + lane; };
+  // [chunk][warp][rt * TokenTiles + nt][lane]: a warp's 16-byte stores of one fragment are contiguous.
+  auto slot = [&](int chunk) { return a.chunk_partial + (size_t(chunk) * kMmaWarps + warp) * (WarpTiles * TokenTiles * 32) + lane; };
   float4* mine = slot(q);
 #pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
+  for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      __stcg(mine + (rt * NT + nt) * 32, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+    for (int nt = 0; nt < TokenTiles; ++nt)
+      __stcg(mine + (rt * TokenTiles + nt) * 32, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
   __syncwarp();  // every lane's slot is stored before lane 0 releases it
   const int unit = cq.unit(q);
   int* counter = a.chunk_counters + size_t(unit) * kMmaWarps + warp;
@@ -294,10 +298,10 @@ __device__ __forceinline__ void finish_chunk(const MmaGemmArgs& a, const ChunkQu
   for (int c = q0; c < q0 + cq.per_unit; ++c) {
     const float4* part = slot(c);
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
+    for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float4 v = __ldcg(part + (rt * NT + nt) * 32);
+      for (int nt = 0; nt < TokenTiles; ++nt) {
+        const float4 v = __ldcg(part + (rt * TokenTiles + nt) * 32);
         const bool first = c == q0;
         acc[rt][nt][0] = first ? v.x : acc[rt][nt][0] + v.x;
         acc[rt][nt][1] = first ? v.y : acc[rt][nt][1] + v.y;
@@ -305,25 +309,26 @@ __device__ __forceinline__ void finish_chunk(const MmaGemmArgs& a, const ChunkQu
         acc[rt][nt][3] = first ? v.w : acc[rt][nt][3] + v.w;
       }
   }
-  store_h<NT, RT>(a, meta, acc);
+  store_h<TokenTiles, WarpTiles>(a, meta, acc);
 }
 
 // The MMA warps on the queue: the stages as they land until the producer's
 // end slot, each of GEMM 1's chunks ended by finish_chunk, each of GEMM 2's
 // units by its store (and combine) as in moe_ws_kernel.
-template <bool kDown, bool kSplit, int NT, int RT, int C>
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM
+template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles, int CtasPerSm>
 __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaStages& cs, const ChunkQueue& cq,
                                                unsigned char* smem, uint64_t* full, uint64_t* empty,
                                                const uint4* minus136_frag, int* combine) {
-  using T = MmaTile<NT, RT>;
-  using P = WsPipeline<NT, RT, C>;
-  constexpr bool kPairStages = NT * RT <= 2 && C == 3;  // as in moe_ws_kernel
-  float acc[RT][NT][4];
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  using Pipe = WsPipeline<TokenTiles, WarpTiles, CtasPerSm>;
+  constexpr bool kPairStages = TokenTiles * WarpTiles <= 2 && CtasPerSm == 3;  // as in moe_ws_kernel
+  float acc[WarpTiles][TokenTiles][4];
   zero_acc(acc);
   int slot = 0, in_chunk = 0, length = 0;
   uint32_t phase = 0;
   auto meta_of = [&](int s) {
-    return reinterpret_cast<const int*>(smem + s * T::kStageBytes + T::kWeightBytes + T::kScaleBytes + T::kActBytes);
+    return reinterpret_cast<const int*>(smem + s * Tile::kStageBytes + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes);
   };
 #pragma unroll 1
   for (;;) {
@@ -332,22 +337,22 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
     if (meta[0] < 0) break;
     const int q = meta[3];  // GEMM 1: the chunk (GEMM 2: the split)
     if (in_chunk == 0) length = kDown ? cs.unit_groups : cq.length(q, cs.unit_groups);
-    const int n_slot = slot + 1 == P::kStages ? 0 : slot + 1;
-    const uint32_t n_phase = slot + 1 == P::kStages ? phase ^ 1 : phase;
+    const int n_slot = slot + 1 == Pipe::kStages ? 0 : slot + 1;
+    const uint32_t n_phase = slot + 1 == Pipe::kStages ? phase ^ 1 : phase;
     bool pair = false;
     if constexpr (kPairStages)
       pair = __all_sync(0xffffffffu, in_chunk + 1 < length && mbar_test(full + n_slot, n_phase));
-    const unsigned char* stage = smem + slot * T::kStageBytes;
+    const unsigned char* stage = smem + slot * Tile::kStageBytes;
     if (pair)
-      compute_two_stages<NT, RT>(stage, smem + n_slot * T::kStageBytes, meta[2], minus136_frag, acc);
+      compute_two_stages<TokenTiles, WarpTiles>(stage, smem + n_slot * Tile::kStageBytes, meta[2], minus136_frag, acc);
     else
-      compute_stage<NT, RT>(stage, meta[2], minus136_frag, acc);
+      compute_stage<TokenTiles, WarpTiles>(stage, meta[2], minus136_frag, acc);
     in_chunk += pair ? 2 : 1;
     if (in_chunk == length) {
       if constexpr (kDown)
-        finish_unit<true, kSplit, NT, RT>(a, meta, acc, cs, 0, length, cs.row_groups, cs.splits, combine);
+        finish_unit<true, kSplit, TokenTiles, WarpTiles>(a, meta, acc, cs, 0, length, cs.row_groups, cs.splits, combine);
       else
-        finish_chunk<NT, RT>(a, cq, q, meta, acc);
+        finish_chunk<TokenTiles, WarpTiles>(a, cq, q, meta, acc);
       zero_acc(acc);
       in_chunk = 0;
     }
@@ -358,43 +363,44 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
     }
     slot = n_slot, phase = n_phase;
     if (pair) {
-      if (++slot == P::kStages) slot = 0, phase ^= 1;
+      if (++slot == Pipe::kStages) slot = 0, phase ^= 1;
     }
   }
-  finish_gemm<kDown, kSplit, NT>(a, cs);
+  finish_gemm<kDown, kSplit, TokenTiles>(a, cs);
 }
 
 // kQueue: the GEMM on the work queue (above) instead of CtaStages' schedule.
-template <bool kDown, int NT, int RT, int C, bool kSplit, bool kQueue = false>
-__global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs a) {
+// kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM, kSplit: split GEMM 2, kQueue: on the work queue
+template <bool kDown, int TokenTiles, int WarpTiles, int CtasPerSm, bool kSplit, bool kQueue = false>
+__global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const MmaGemmArgs a) {
   static_assert(kDown || !kSplit, "only GEMM 2 splits its reduction");
-  using T = MmaTile<NT, RT>;
-  using P = WsPipeline<NT, RT, C>;
+  using Tile = MmaTile<TokenTiles, WarpTiles>;
+  using Pipe = WsPipeline<TokenTiles, WarpTiles, CtasPerSm>;
   extern __shared__ __align__(16) unsigned char mma_smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(mma_smem + P::kStages * T::kStageBytes);
-  uint64_t* empty = full + P::kStages;
-  int* combine = reinterpret_cast<int*>(empty + P::kStages);
-  uint4* minus136_frag = reinterpret_cast<uint4*>(mma_smem + P::kSmemBytes - 16);
+  uint64_t* full = reinterpret_cast<uint64_t*>(mma_smem + Pipe::kStages * Tile::kStageBytes);
+  uint64_t* empty = full + Pipe::kStages;
+  int* combine = reinterpret_cast<int*>(empty + Pipe::kStages);
+  uint4* minus136_frag = reinterpret_cast<uint4*>(mma_smem + Pipe::kSmemBytes - 16);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < P::kStages; ++s) {
+    for (int s = 0; s < Pipe::kStages; ++s) {
       mbar_init(full + s, kWsFullArrivals);
       mbar_init(empty + s, kMmaWarps);  // one arrival per MMA warp
     }
     mbar_init_fence();
     *minus136_frag = make_uint4(kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136, kBf16PairMinus136);
   }
-  // With cta_align, past the pipeline's P::kSmemBytes: the launch adds aligned_routes_ints.
-  int* const own_routing = cta_align_routes<NT>(a, reinterpret_cast<int*>(mma_smem + P::kSmemBytes));
+  // With cta_align, past the pipeline's Pipe::kSmemBytes: the launch adds aligned_routes_ints.
+  int* const own_routing = cta_align_routes<TokenTiles>(a, reinterpret_cast<int*>(mma_smem + Pipe::kSmemBytes));
   __syncthreads();  // the last CTA-wide barrier: the producer warp leaves the MMA warps' barriers
 
-  const CtaStages cs = cta_stages<kDown, kSplit, NT, RT>(a, own_routing);
+  const CtaStages cs = cta_stages<kDown, kSplit, TokenTiles, WarpTiles>(a, own_routing);
   if constexpr (kQueue) {
     const ChunkQueue cq = chunk_queue<kDown>(a, cs);
     if (threadIdx.x >= kMmaThreads) {
-      queue_producer<kDown, NT, RT, C>(a, cs, cq, mma_smem, full, empty);
+      queue_producer<kDown, TokenTiles, WarpTiles, CtasPerSm>(a, cs, cq, mma_smem, full, empty);
     } else {
       if constexpr (kDown) down_launch_dependents(a);  // as below
-      queue_consumer<kDown, kSplit, NT, RT, C>(a, cs, cq, mma_smem, full, empty, minus136_frag, combine);
+      queue_consumer<kDown, kSplit, TokenTiles, WarpTiles, CtasPerSm>(a, cs, cq, mma_smem, full, empty, minus136_frag, combine);
     }
     return;
   }
@@ -404,34 +410,34 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     // Producer warp: up to kStages stages ahead of the slowest MMA warp,
     // across unit boundaries; the next unit's metadata loaded a unit early.
     const double inv_k = 1.0 / a.k;
-    using Map = ProducerCopy<NT, RT>;
+    using Map = ProducerCopy<TokenTiles, WarpTiles>;
     const uint64_t evict_first = l2_evict_first_policy();
     int p_unit = 0, p_group = cs.start_group, p_slot = 0;
     uint32_t p_phase = 0;
-    UnitMeta<NT> cur = load_unit<kDown, true, NT, RT, Map>(a, cs.routes<NT>(a),
+    UnitMeta<TokenTiles> cur = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
         cs.unit_at(0), cs.units, blocks, splits, inv_k);
-    UnitMeta<NT> next = load_unit<kDown, true, NT, RT, Map>(a, cs.routes<NT>(a),
+    UnitMeta<TokenTiles> next = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
         cs.unit_at(1), cs.units, blocks, splits, inv_k);
     auto advance = [&]() {
-      if (++p_slot == P::kStages) p_slot = 0, p_phase ^= 1;
+      if (++p_slot == Pipe::kStages) p_slot = 0, p_phase ^= 1;
       if (++p_group == unit_groups) {
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, true, NT, RT, Map>(a, cs.routes<NT>(a),
+        next = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
             cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
       }
     };
-    auto stage_at = [&]() { return mma_smem + p_slot * T::kStageBytes; };
+    auto stage_at = [&]() { return mma_smem + p_slot * Tile::kStageBytes; };
     int first = 0;
     if constexpr (kDown) {
       // The first slots' weights do not depend on GEMM 1: request them while
       // it finishes, then their activations (h) once it has.
-      first = total < P::kStages ? total : P::kStages;
+      first = total < Pipe::kStages ? total : Pipe::kStages;
       const int p_unit0 = p_unit, p_group0 = p_group;
-      const UnitMeta<NT> cur0 = cur, next0 = next;
+      const UnitMeta<TokenTiles> cur0 = cur, next0 = next;
       for (int i = 0; i < first; ++i) {
-        ws_issue_weights<NT, RT>(cur, stage_group(cur, p_group, unit_groups), stage_at(), full + p_slot, evict_first,
+        ws_issue_weights<TokenTiles, WarpTiles>(cur, stage_group(cur, p_group, unit_groups), stage_at(), full + p_slot, evict_first,
                                  cur.split);
         advance();
       }
@@ -440,7 +446,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
-        ws_issue_unit_acts<kDown, NT, RT>(a, cur, p_group, stage_group(cur, p_group, unit_groups), unit_groups,
+        ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, cur, p_group, stage_group(cur, p_group, unit_groups), unit_groups,
                                           cs.ticket, stage_at(), full + p_slot);
         advance();
       }
@@ -448,12 +454,12 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     for (int i = first; i < total; ++i) {
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
       const int group = stage_group(cur, p_group, unit_groups);
-      ws_issue_weights<NT, RT>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
-      ws_issue_unit_acts<kDown, NT, RT>(a, cur, p_group, group, unit_groups, cs.ticket, stage_at(), full + p_slot);
-      up_launch_dependents_after<kDown, P::kStages>(i + 1, false);
+      ws_issue_weights<TokenTiles, WarpTiles>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
+      ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, cur, p_group, group, unit_groups, cs.ticket, stage_at(), full + p_slot);
+      up_launch_dependents_after<kDown, Pipe::kStages>(i + 1, false);
       advance();
     }
-    up_launch_dependents_after<kDown, P::kStages>(total, true);
+    up_launch_dependents_after<kDown, Pipe::kStages>(total, true);
     cp_async_wait<0>();  // no copy of this thread's outlives it
     return;
   }
@@ -461,7 +467,7 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   // MMA warps. In GEMM 2 they read GEMM 1's output only through the
   // producer's copies, issued after its wait (pdl_wait or wait_h), so they need no wait of their own.
   if constexpr (kDown) down_launch_dependents(a);
-  float acc[RT][NT][4];
+  float acc[WarpTiles][TokenTiles][4];
   zero_acc(acc);
   ConsumerPos pos{cs.start_group, 0, cs.start_group};
   int c_slot = 0;
@@ -469,12 +475,12 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
   // Small tiles (one warp's MMA chain per stage is short) take two landed
   // stages of a unit at once, so that their instruction streams overlap;
   // not at 4 CTAs per SM, whose 96 registers the pair spills.
-  constexpr bool kPairStages = NT * RT <= 2 && C == 3;
+  constexpr bool kPairStages = TokenTiles * WarpTiles <= 2 && CtasPerSm == 3;
 #pragma unroll 1
   for (int f = 0; f < total;) {
     mbar_wait(full + c_slot, c_phase);
-    const int n_slot = c_slot + 1 == P::kStages ? 0 : c_slot + 1;
-    const uint32_t n_phase = c_slot + 1 == P::kStages ? c_phase ^ 1 : c_phase;
+    const int n_slot = c_slot + 1 == Pipe::kStages ? 0 : c_slot + 1;
+    const uint32_t n_phase = c_slot + 1 == Pipe::kStages ? c_phase ^ 1 : c_phase;
     bool pair = false;
     if constexpr (kPairStages) {
       // Only if every lane's own test saw the stage landed: each lane then
@@ -484,11 +490,11 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
                                          mbar_test(full + n_slot, n_phase));
     }
     if (pair) {
-      consume_two_stages<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes,
-                                                mma_smem + n_slot * T::kStageBytes, minus136_frag, combine,
+      consume_two_stages<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes,
+                                                mma_smem + n_slot * Tile::kStageBytes, minus136_frag, combine,
                                                 f + 1 == total - 1, pos, acc);
     } else {
-      consume_stage<kDown, kSplit, NT, RT>(a, cs, mma_smem + c_slot * T::kStageBytes, minus136_frag, combine,
+      consume_stage<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes, minus136_frag, combine,
                                            f == total - 1, pos, acc);
     }
     __syncwarp();  // every lane is done with the slots (and their metadata)
@@ -499,11 +505,11 @@ __global__ void __launch_bounds__(kWsThreads, C) moe_ws_kernel(const MmaGemmArgs
     c_slot = n_slot, c_phase = n_phase;
     ++f;
     if (pair) {
-      if (++c_slot == P::kStages) c_slot = 0, c_phase ^= 1;
+      if (++c_slot == Pipe::kStages) c_slot = 0, c_phase ^= 1;
       ++f;
     }
   }
-  finish_gemm<kDown, kSplit, NT>(a, cs);
+  finish_gemm<kDown, kSplit, TokenTiles>(a, cs);
 }
 
 }  // namespace submission::moe
