@@ -119,16 +119,24 @@ ChildOutcome collect(pid_t pid, int fds[2], double timeout_s) {
   return res;
 }
 
-}  // namespace
-
-ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_s) {
-  int fds[2];
+// A pipe and a child: in the child (0 returned), set up and holding only the pipe's write end.
+pid_t fork_with_pipe(int (&fds)[2]) {
   if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
     child_setup();
     close(fds[0]);
+  }
+  return pid;
+}
+
+}  // namespace
+
+ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_s) {
+  int fds[2];
+  const pid_t pid = fork_with_pipe(fds);
+  if (pid == 0) {
     std::string out;
     try {
       out = work();
@@ -148,12 +156,8 @@ ChildOutcome run_program(const std::vector<std::string>& argv, double timeout_s)
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  const pid_t pid = fork_with_pipe(fds);
   if (pid == 0) {
-    child_setup();
-    close(fds[0]);
     dup2(fds[1], 1);
     close(fds[1]);
     execv(args[0], args.data());

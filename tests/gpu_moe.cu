@@ -236,15 +236,10 @@ TEST_CASE("moe small shapes cover every block size") {
   CHECK(sizes == std::set<int>{8, 16, 32, 64});
 }
 
-TEST_CASE("moe EP rank 2 of 4, odd sizes, some tokens with no local route") {
+// Also make sanitize's moe shape.
+TEST_CASE("moe EP rank 2 of 4, odd sizes, some tokens with no local route" * doctest::test_suite("sanitize")) {
   const MoeDims d{7, 256, 384, 16, 4, 3, 2};
   // Token 0 routes only to other ranks; the rest anywhere.
-  check_all_variants(d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
-}
-
-// make sanitize: one small expert-parallel shape under compute-sanitizer.
-TEST_CASE("sanitize: moe, an expert-parallel shape" * doctest::test_suite("sanitize")) {
-  const MoeDims d{7, 256, 384, 16, 4, 3, 2};
   check_all_variants(d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
 }
 
