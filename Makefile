@@ -31,7 +31,10 @@ LDLIBS    := -lcublasLt -lcublas -lcrypto -lpthread
 LIB_CPP := $(wildcard scorer/*.cpp reference/*.cpp submission/*.cpp dev/*.cpp)
 LIB_CU  := $(wildcard scorer/*.cu reference/*.cu submission/*.cu dev/*.cu)
 MAIN    := scorer/main.cpp
-LIB_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(filter-out $(MAIN),$(LIB_CPP)) $(LIB_CU))
+# The heaviest translation units first (the kernels' instantiations), so that a parallel
+# build does not end on one of them alone.
+LIB_CU_FIRST := $(filter dev/%,$(LIB_CU)) $(filter submission/%,$(LIB_CU)) $(filter-out dev/% submission/%,$(LIB_CU))
+LIB_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(LIB_CU_FIRST) $(filter-out $(MAIN),$(LIB_CPP)))
 CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))
 GPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/gpu_*.cu tests/gpu_*.cpp))
 TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu))
