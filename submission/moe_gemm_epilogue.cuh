@@ -50,11 +50,8 @@ __device__ __forceinline__ float4 fma_route(float w, float4 y, float4 sum) {
 // col..col+3 (V = float4, col a multiple of 4): the routes in order j, each
 // route's splits in order, scaled by topk_weights. The (route, split) rows
 // are read 8 at a time, route-major, so that 8 loads are in flight together
-// however the token's rows divide into routes and splits. Read 8 routes at
-// a time with each route's splits one after the other, mixtral M=1's 2
-// routes x 16 splits took 16 dependent round trips of 2 loads (~7.7 us at
-// the end of its GEMM 2 in a globaltimer trace). Routes to other ranks (no
-// row written) add an exact 0.
+// however the token's rows divide into routes and splits (docs/perf-log.md,
+// round 21). Routes to other ranks (no row written) add an exact 0.
 template <class V>  // V: float or float4
 __device__ __forceinline__ V combine_token(const MmaGemmArgs& a, int m, int splits, int col) {
   const int pairs = a.k * splits;
@@ -115,9 +112,8 @@ __device__ __forceinline__ void store_partials(const MmaGemmArgs& a, const int* 
 // The per-unit combine, after store_partials: the per-(token, row group)
 // count; the CTA that completes a token's count combines its routes. Each
 // unit's end waits for its stores (the fence), its counts (the atomics) and
-// each completed token's rows (one L2 round trip per token), with the MMA
-// warps stopped: at qwen3 M=256 this epilogue held ~42% of GEMM 2's warp
-// samples, hence combine_all_tokens.
+// each completed token's rows, with the MMA warps stopped: hence
+// combine_all_tokens where GEMM 2 has many units (docs/perf-log.md, round 18).
 template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void count_and_combine(const MmaGemmArgs& a, const int* token_routes, const int* meta,
                                                   int row_groups, int splits, int* combine) {
@@ -267,14 +263,11 @@ __device__ __forceinline__ void retire_ticket(const MmaGemmArgs& a, unsigned tic
 
 // GEMM 1's stream-K schedule. The units' stages (unit u, group g) = u*G + g
 // are dealt to the CTAs in contiguous ranges of equal length, so every CTA
-// streams the same number of weight bytes whatever the unit count: with whole
-// units per CTA, 224 units on 396 CTAs left 172 CTAs idle and put two units
-// on 92 SMs and one on 40. A unit cut by a range boundary is finished by the
-// CTA that holds its first stage (see stream_k_fixup). Each CTA gets at
-// least kStreamKMinStages stages (fewer CTAs work when there are few stages):
-// at 4, qwen3 M=1's 96 units of 16 stages were cut into ~4 parts each and
-// GEMM 1 ran 12.9 -> 18.2 us, the parts' fix-ups and short pipelines costing
-// more than the idle SMs they filled. At 16 such a GEMM keeps whole units.
+// streams the same number of weight bytes whatever the unit count. A unit cut
+// by a range boundary is finished by the CTA that holds its first stage (see
+// stream_k_fixup). Each CTA gets at least kStreamKMinStages stages, below
+// which the parts' fix-ups cost more than the idle SMs they fill
+// (docs/perf-log.md, rounds 8 and 27).
 constexpr int kStreamKMinStages = 16;
 struct StreamK {
   long long total;  // stages of all units
@@ -290,9 +283,8 @@ struct StreamK {
 // stages (the head of their ranges, or the whole range of a CTA inside a
 // long unit) have long posted theirs. For those the unit is their first
 // (their range starts inside it): they store their partial sums to their
-// slot and add their stage count, without waiting: a CTA that had to learn whether it arrived
-// last stalled its MMA warps for two L2 round trips at the head of its range
-// (ncu: 13% of dsv3 m8 GEMM 1's warp samples). The finisher waits until the
+// slot and add their stage count, without waiting (a CTA that had to learn
+// whether it arrived last stalled its MMA warps; round 11). The finisher waits until the
 // count holds the other stages, adds the parts in CTA order to its own
 // (deterministic), runs GEMM 1's epilogue and resets the count for the next
 // call. Every CTA of the grid is resident (persistent grid), so the wait

@@ -1,18 +1,9 @@
-// The warp-specialised form of moe_mma_kernel: the same units, stages, MMAs
-// and epilogues (moe_mma.cuh), but one producer warp issues every copy (the
-// weights and scales as bulk copies, the TMA's non-tensor form; the
-// activations by cp.async), all completing on the stage's "full" mbarrier,
-// and the four MMA warps only wait for full stages, compute, and hand each
-// slot back on its "empty" mbarrier.
-//
-// Why: split into copies alone and MMAs alone (docs/perf-log.md, round 9),
-// moe_mma_kernel's GEMMs take 75-100% of their time in each half, and the
-// two overlap poorly (dsv3 m8 GEMM 1: 47 us whole, 38 copies only, 37 MMAs
-// only). There every thread issues cp.async between its MMAs and the CTA
-// meets at a barrier per stage, so a slow warp holds the copies back and the
-// copies hold the MMAs back. Here the MMA warps' instruction stream holds no
-// copy work, a slot is released per warp, and the copy engine, not 128
-// threads' outstanding requests, keeps the weight stream in flight.
+// The default's GEMM kernel for both GEMMs of moe_w4a16: the units, stages, MMAs and epilogues
+// of moe_gemm_stage.cuh and moe_gemm_epilogue.cuh, with one producer warp issuing every copy
+// (weights and scales by bulk copy, activations by cp.async) onto the stage's "full" mbarrier
+// while four MMA warps compute and hand each slot back on its "empty" one. Why: with every
+// thread copying (dev/moe_mma_cta_copies.cuh) copies and MMAs overlapped poorly
+// (docs/perf-log.md, rounds 9-10).
 #pragma once
 
 #include "submission/moe_gemm_epilogue.cuh"
