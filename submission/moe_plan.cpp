@@ -210,7 +210,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   p.queue_down = variant == "mma_queue" || variant == "mma_queue_down" ||
                  (from_default && variant != "mma_no_queue" && p.warp_specialized && p.ctas_down == 3 &&
                   down_units >= kQueueDownMinWaves * resident_down);
-  // GEMM 2 reads h unit by unit as GEMM 1 publishes it (moe_mma.cuh) where
+  // GEMM 2 reads h unit by unit as GEMM 1 publishes it (moe_gemm_epilogue.cuh) where
   // GEMM 1's expected units make a wave of resident CTAs or more: its CTAs
   // then end apart, and GEMM 2's, resident as they leave, start on the units
   // already published (1-5% on nine public shapes, perf log round 61). With

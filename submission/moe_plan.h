@@ -184,7 +184,7 @@ MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) {
 }
 
 // ------------------------------------------------------------ GEMM geometry
-// The tensor-core GEMMs (moe_mma.cuh, and moe_mma_ws.cuh with a fifth,
+// The tensor-core GEMMs (dev/moe_mma_cta_copies.cuh, and moe_mma_ws.cuh with a fifth,
 // producer warp): persistent CTAs of 4 MMA warps, 3 (4 or 6 in variants) per
 // SM, each streaming its work units through a pipeline of stages of one
 // scale group: the unit's weights and scales, the block's activations and
