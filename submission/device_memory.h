@@ -25,7 +25,7 @@ class DeviceMemory {
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
   ~DeviceMemory() { cudaFree(p_); }
-  template <class T>
+  template <class T>  // T: the element type the memory holds
   T* as() const { return static_cast<T*>(p_); }
 
  private:
