@@ -35,8 +35,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "submission/async_copy.cuh"
 #include "dev/cluster_launch.h"
+#include "submission/async_copy.cuh"
 #include "submission/cuda_check.h"
 #include "submission/direct_mma.cuh"
 
@@ -277,10 +277,14 @@ using ClusterKernel = void (*)(ClusterParams<Rows, Epi>);
 template <class Rows, class Epi>
 ClusterKernel<Rows, Epi> cluster_kernel(int ng) {
   switch (ng) {
-    case 1: return cluster_gemm_kernel<1, Rows, Epi>;
-    case 2: return cluster_gemm_kernel<2, Rows, Epi>;
-    case 3: return cluster_gemm_kernel<3, Rows, Epi>;
-    default: return cluster_gemm_kernel<4, Rows, Epi>;
+    case 1:
+      return cluster_gemm_kernel<1, Rows, Epi>;
+    case 2:
+      return cluster_gemm_kernel<2, Rows, Epi>;
+    case 3:
+      return cluster_gemm_kernel<3, Rows, Epi>;
+    default:
+      return cluster_gemm_kernel<4, Rows, Epi>;
   }
 }
 
@@ -335,8 +339,8 @@ ClusterPlan plan_cluster(int M, int N, int K, int ng, int sms, int smem_optin) {
       const double stream = std::max({total_bytes / kClusterHbmBytesPerUs,
                                       warp_bytes * kClusterLoadedLatencyUs / (2.0 * kClusterBatch * 1024),
                                       (total_bytes + x_bytes) / kClusterIngestBytesPerUs});
-      const double us = kClusterLatencyUs + x_group / kClusterSmL2BytesPerUs + stream +
-                        (slices > 1 ? kClusterFixupUs : 0.0);
+      const double us =
+          kClusterLatencyUs + x_group / kClusterSmL2BytesPerUs + stream + (slices > 1 ? kClusterFixupUs : 0.0);
       if (us < best.predicted_us) {  // strict: ties keep fewer slices, then fewer warp columns
         best = {slices, warp_k, clusters, max_tiles, slice_chunks, smem, us};
       }
@@ -346,15 +350,15 @@ ClusterPlan plan_cluster(int M, int N, int K, int ng, int sms, int smem_optin) {
 }
 
 template <class Rows, class Epi>
-void launch_cluster(const ClusterPlan& plan, const uint4* packed, const Rows& rows, const Epi& epi, int M, int N,
-                    int K, int ng, cudaStream_t stream) {
+void launch_cluster(const ClusterPlan& plan, const uint4* packed, const Rows& rows, const Epi& epi, int M, int N, int K,
+                    int ng, cudaStream_t stream) {
   const int n_tiles = (N + 15) / 16, chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
-  const ClusterParams<Rows, Epi> p{packed,       rows,        epi,           M, N, K, n_tiles, chunks,
-                                   plan.slice_chunks, plan.warp_k, plan.clusters, plan.max_tiles};
+  const ClusterParams<Rows, Epi> p{
+      packed, rows, epi, M, N, K, n_tiles, chunks, plan.slice_chunks, plan.warp_k, plan.clusters, plan.max_tiles};
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_launch_config(
-      dim3(unsigned(plan.clusters * plan.slices), unsigned((M + 8 * ng - 1) / (8 * ng))), dim3(kClusterWarps * 32),
-      plan.smem, stream, unsigned(plan.slices), &attr);
+  const cudaLaunchConfig_t cfg =
+      cluster_launch_config(dim3(unsigned(plan.clusters * plan.slices), unsigned((M + 8 * ng - 1) / (8 * ng))),
+                            dim3(kClusterWarps * 32), plan.smem, stream, unsigned(plan.slices), &attr);
   SUBMISSION_CUDA(cudaLaunchKernelEx(&cfg, cluster_kernel<Rows, Epi>(ng), p));
 }
 

@@ -22,7 +22,6 @@ struct MmaPipeline {
   static_assert(kSmemBytes <= mma_smem_budget(CtasPerSm), "");
 };
 
-
 // which layout of tile_group_words the weights were repacked in.
 // AllThreadsCopy, for issue_weights/issue_acts with all 128 threads copying:
 // thread tid copies chunk tid % 64 of tiles tid/64 + 2j, scale chunk tid % 2
@@ -33,10 +32,11 @@ struct AllThreadsCopy {
   __device__ static int slot0() { return threadIdx.x >> 4; }
   __device__ static int w_tile() { return threadIdx.x >> 6; }
   __device__ static int w_chunk() { return threadIdx.x & 63; }
-  __device__ static int s_tile() { return threadIdx.x < MmaTile<TokenTiles, WarpTiles>::kTiles * 2 ? threadIdx.x >> 1 : 0; }
+  __device__ static int s_tile() {
+    return threadIdx.x < MmaTile<TokenTiles, WarpTiles>::kTiles * 2 ? threadIdx.x >> 1 : 0;
+  }
   __device__ static int s_chunk() { return threadIdx.x & 1; }
 };
-
 
 // The cp.async copies of one stage, group `group` of unit `u`, in two parts:
 // the weights and scales, which depend only on the routing, and the
@@ -86,12 +86,12 @@ __device__ __forceinline__ void issue_acts(const MmaGemmArgs& a, const UnitMeta<
   }
 }
 
-
 // CtasPerSm: the CTAs per SM the kernel is built for (its register cap and its
 // pipeline depth, MmaPipeline). kSplit: GEMM 2 with a split reduction; the
 // kernels without it see splits = 1 at compile time (the split loop in the
 // combine measured ~10% slower GEMM 2 at M=256 when it was a runtime loop).
-// kDown: GEMM 2, kContig: unit-packed weights, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM, kSplit: split GEMM 2
+// kDown: GEMM 2, kContig: unit-packed weights, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm:
+// CTAs per SM, kSplit: split GEMM 2
 template <bool kDown, bool kContig, int TokenTiles, int WarpTiles, int CtasPerSm, bool kSplit>
 __global__ void __launch_bounds__(kMmaThreads, CtasPerSm) moe_mma_kernel(const MmaGemmArgs a) {
   static_assert(kDown || !kSplit, "only GEMM 2 splits its reduction");
@@ -115,10 +115,10 @@ __global__ void __launch_bounds__(kMmaThreads, CtasPerSm) moe_mma_kernel(const M
   // boundaries. The next unit's metadata is loaded one unit early so that its
   // global reads never stall the pipeline.
   int issued = 0, p_unit = 0, p_group = cs.start_group, p_slot = 0;
-  UnitMeta<TokenTiles> cur = load_unit<kDown, kContig, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
-      cs.unit_at(0), cs.units, blocks, splits, inv_k);
-  UnitMeta<TokenTiles> next = load_unit<kDown, kContig, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
-      cs.unit_at(1), cs.units, blocks, splits, inv_k);
+  UnitMeta<TokenTiles> cur = load_unit<kDown, kContig, TokenTiles, WarpTiles, Map>(
+      a, cs.routes<TokenTiles>(a), cs.unit_at(0), cs.units, blocks, splits, inv_k);
+  UnitMeta<TokenTiles> next = load_unit<kDown, kContig, TokenTiles, WarpTiles, Map>(
+      a, cs.routes<TokenTiles>(a), cs.unit_at(1), cs.units, blocks, splits, inv_k);
   enum Part { kAll, kWeightsOnly, kActsOnly };
   auto issue = [&](Part part) {
     if (issued < total) {
@@ -132,8 +132,8 @@ __global__ void __launch_bounds__(kMmaThreads, CtasPerSm) moe_mma_kernel(const M
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, kContig, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
-            cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
+        next = load_unit<kDown, kContig, TokenTiles, WarpTiles, Map>(
+            a, cs.routes<TokenTiles>(a), cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
       }
     }
     cp_async_commit();  // empty groups keep the wait count uniform
@@ -165,10 +165,10 @@ __global__ void __launch_bounds__(kMmaThreads, CtasPerSm) moe_mma_kernel(const M
 #pragma unroll 1
   for (int f = 0; f < total; ++f) {
     cp_async_wait<Pipe::kStages - 2>();  // this thread's copies of stage f landed
-    __syncthreads();                  // everyone's did; slot f-1 is free
-    issue(kAll);                      // stage f + kStages - 1 into slot f-1
-    consume_stage<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes, minus136_frag, combine,
-                                         f == total - 1, pos, acc);
+    __syncthreads();                     // everyone's did; slot f-1 is free
+    issue(kAll);                         // stage f + kStages - 1 into slot f-1
+    consume_stage<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes, minus136_frag,
+                                                        combine, f == total - 1, pos, acc);
     c_slot = c_slot + 1 == Pipe::kStages ? 0 : c_slot + 1;
   }
   cp_async_wait<0>();

@@ -15,28 +15,30 @@
 namespace submission::moe {
 namespace {
 
-template <bool kDown,    // GEMM 2 (down), else GEMM 1 (gate_up)
-          bool kContig,  // weights packed per unit (one contiguous run a stage)
-          bool kSplit,   // GEMM 2 with a split reduction
-          int TokenTiles,        // 8-route token tiles per block
-          int WarpTiles,        // 16-row tiles per warp
-          int CtasPerSm>         // CTAs per SM: the register cap and the pipeline depth
+template <bool kDown,      // GEMM 2 (down), else GEMM 1 (gate_up)
+          bool kContig,    // weights packed per unit (one contiguous run a stage)
+          bool kSplit,     // GEMM 2 with a split reduction
+          int TokenTiles,  // 8-route token tiles per block
+          int WarpTiles,   // 16-row tiles per warp
+          int CtasPerSm>   // CTAs per SM: the register cap and the pipeline depth
 MmaKernel cta_copies_kernel() {
-  return {moe_mma_kernel<kDown, kContig, TokenTiles, WarpTiles, CtasPerSm, kSplit>, MmaPipeline<TokenTiles, WarpTiles, CtasPerSm>::kSmemBytes,
-          MmaTile<TokenTiles, WarpTiles>::kRows, kMmaThreads, false};
+  return {moe_mma_kernel<kDown, kContig, TokenTiles, WarpTiles, CtasPerSm, kSplit>,
+          MmaPipeline<TokenTiles, WarpTiles, CtasPerSm>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows, kMmaThreads,
+          false};
 }
 
-template <bool kDown, bool kSplit,  // as cta_copies_kernel's
-          bool kQueue,              // the GEMM on the work queue
-          int TokenTiles, int WarpTiles, int CtasPerSm>    // as cta_copies_kernel's
+template <bool kDown, bool kSplit,                       // as cta_copies_kernel's
+          bool kQueue,                                   // the GEMM on the work queue
+          int TokenTiles, int WarpTiles, int CtasPerSm>  // as cta_copies_kernel's
 MmaKernel ws_kernel() {
-  return {moe_ws_kernel<kDown, TokenTiles, WarpTiles, CtasPerSm, kSplit, kQueue>, WsPipeline<TokenTiles, WarpTiles, CtasPerSm>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows,
-          kWsThreads, true};
+  return {moe_ws_kernel<kDown, TokenTiles, WarpTiles, CtasPerSm, kSplit, kQueue>,
+          WsPipeline<TokenTiles, WarpTiles, CtasPerSm>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows, kWsThreads,
+          true};
 }
 
 // The kernel of a block size and unit rows that the upload does not hold.
 template <bool kDown, bool kContig, bool kSplit,  // as cta_copies_kernel's
-          int TokenTiles>                                 // 8-route token tiles per block
+          int TokenTiles>                         // 8-route token tiles per block
 MmaKernel dev_kernel_rows(const MoePlan& p, int tile_rows, int ctas) {
   if (TokenTiles == 8 && tile_rows == 128) throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
   constexpr int kRt128 = TokenTiles < 8 ? 2 : 1;  // WarpTiles of 128-row units
@@ -77,10 +79,14 @@ MmaKernel dev_kernel_rows(const MoePlan& p, int tile_rows, int ctas) {
 template <bool kDown, bool kContig, bool kSplit>  // as cta_copies_kernel's
 MmaKernel dev_kernel_tokens(const MoePlan& p, int tile_rows, int ctas) {
   switch (p.block_tokens) {
-    case 8: return dev_kernel_rows<kDown, kContig, kSplit, 1>(p, tile_rows, ctas);
-    case 16: return dev_kernel_rows<kDown, kContig, kSplit, 2>(p, tile_rows, ctas);
-    case 32: return dev_kernel_rows<kDown, kContig, kSplit, 4>(p, tile_rows, ctas);
-    case 64: return dev_kernel_rows<kDown, kContig, kSplit, 8>(p, tile_rows, ctas);
+    case 8:
+      return dev_kernel_rows<kDown, kContig, kSplit, 1>(p, tile_rows, ctas);
+    case 16:
+      return dev_kernel_rows<kDown, kContig, kSplit, 2>(p, tile_rows, ctas);
+    case 32:
+      return dev_kernel_rows<kDown, kContig, kSplit, 4>(p, tile_rows, ctas);
+    case 64:
+      return dev_kernel_rows<kDown, kContig, kSplit, 8>(p, tile_rows, ctas);
   }
   throw std::invalid_argument("moe_w4a16: no kernel for this block size");
 }
@@ -91,8 +97,9 @@ MmaKernel pick_dev_kernel(const MoePlan& p, bool down) {
   const int ctas = down ? p.ctas_down : p.ctas_up, tile_rows = down ? p.tile_rows_down : p.tile_rows_up;
   if (down && p.queue_down)
     throw std::invalid_argument("moe_w4a16: the work queue runs on the warp-specialised kernel, 3 CTAs per SM");
-  if (!down) return p.unit_contiguous ? dev_kernel_tokens<false, true, false>(p, tile_rows, ctas)
-                                      : dev_kernel_tokens<false, false, false>(p, tile_rows, ctas);
+  if (!down)
+    return p.unit_contiguous ? dev_kernel_tokens<false, true, false>(p, tile_rows, ctas)
+                             : dev_kernel_tokens<false, false, false>(p, tile_rows, ctas);
   if (p.splits_down > 1) {
     if (p.unit_contiguous && !p.warp_specialized)
       throw std::invalid_argument("moe_w4a16: no split kernel for contiguous units");

@@ -78,7 +78,7 @@ __device__ __forceinline__ void load_row(const float* src, float (&v)[LaneKeys])
 }
 
 // Token t's top k, by one warp, in the last block. Lane l owns experts [lP, lP + LaneKeys).
-template <int LaneKeys,  // experts per lane: 4, 8 or 16
+template <int LaneKeys,   // experts per lane: 4, 8 or 16
           bool kCluster>  // the logits are final in ws (fused_cluster), else one partial per split
 __device__ void select_topk(const FusedArgs& p, int t, int splits) {
   constexpr int kEpad = 32 * LaneKeys;
@@ -171,11 +171,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_fused_kernel(FusedAr
     cluster.barrier_arrive();
   }
 
-  if (arrive_last(p.counter, gridDim.x * gridDim.y, &last) && warp < p.T) select_topk<LaneKeys, kCluster>(p, warp, splits);
+  if (arrive_last(p.counter, gridDim.x * gridDim.y, &last) && warp < p.T)
+    select_topk<LaneKeys, kCluster>(p, warp, splits);
 
   if constexpr (kCluster) cg::this_cluster().barrier_wait();
 }
-
 
 // ---------------------------------------------------------------- staged kernels
 //
@@ -192,15 +192,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_fused_kernel(FusedAr
 //   floats). One more election, but the reads are spread over the tiles' SMs and 8x smaller.
 
 struct StagedArgs {
-  FusedArgs f;  // f.ws: fused_tile_tree's final logits [T][32*LaneKeys], zero padding; f.counter: the
-                // grid's blocks (wide) or tiles (tree) done
+  FusedArgs f;              // f.ws: fused_tile_tree's final logits [T][32*LaneKeys], zero padding; f.counter: the
+                            // grid's blocks (wide) or tiles (tree) done
   float* slots;             // [m_tiles][splits][kTile]: slot[t * 16 + e - 16m], tokens < T only
   unsigned* tile_counters;  // fused_tile_tree: splits done per tile
 };
 
 // Float4 j of a tile's slots, one per split: all loads first (one L2 round trip).
-__device__ __forceinline__ void load_splits(float4 (&v)[kMaxSplits], const float* tile_slots, int tile_size,
-                                            int splits, int j, bool pred) {
+__device__ __forceinline__ void load_splits(float4 (&v)[kMaxSplits], const float* tile_slots, int tile_size, int splits,
+                                            int j, bool pred) {
 #pragma unroll
   for (int s = 0; s < kMaxSplits; ++s) v[s] = load_cg4(tile_slots + s * tile_size + 4 * j, pred && s < splits);
 }
@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_staged_kernel(Staged
       for (int h = 0; h < 2; ++h) {
         const int j = j0 + h * int(blockDim.x);
         const int jm = j < groups ? j : 0;
-        load_splits(v[h], sa.slots + size_t(jm / groups_per_tile) * splits * kTile, kTile, splits,
-                    jm % groups_per_tile, j < groups);
+        load_splits(v[h], sa.slots + size_t(jm / groups_per_tile) * splits * kTile, kTile, splits, jm % groups_per_tile,
+                    j < groups);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -315,7 +315,8 @@ FusedKernel fused_kernel_for(int lane_keys) {
 
 template <bool kCluster>  // the splits sum through distributed shared memory
 FusedKernel fused_kernel(const FusedPlan& pl) {
-  return pl.token_tiles == 1 ? fused_kernel_for<1, kCluster>(pl.lane_keys) : fused_kernel_for<2, kCluster>(pl.lane_keys);
+  return pl.token_tiles == 1 ? fused_kernel_for<1, kCluster>(pl.lane_keys)
+                             : fused_kernel_for<2, kCluster>(pl.lane_keys);
 }
 
 class FusedRouter final : public Router {
@@ -331,8 +332,8 @@ class FusedRouter final : public Router {
     check_cuda(cudaMemset(ws_.as<void>(), 0, ws_floats(d, pl, cluster) * sizeof(float)), "cudaMemset");
     // The memsets run on the legacy stream; finish them before any call on the scorer's stream.
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    args_ = FusedArgs{packed_.as<uint4>(), nullptr, nullptr, nullptr, nullptr, ws_.as<float>(),
-                      counter_.as<unsigned>(), d.T, d.H, d.E, d.k, pl.chunks};
+    args_ = FusedArgs{packed_.as<uint4>(),     nullptr, nullptr, nullptr, nullptr, ws_.as<float>(),
+                      counter_.as<unsigned>(), d.T,     d.H,     d.E,     d.k,     pl.chunks};
   }
 
   // How many clusters of this launch the device can hold at once (0 if none, or not a cluster
@@ -405,8 +406,8 @@ class StagedRouter final : public PlainGridRouter<StagedArgs> {
     // past E must read as zeros.
     check_cuda(cudaMemset(final_.as<void>(), 0, size_t(d.T) * 32 * pl.lane_keys * sizeof(float)), "cudaMemset");
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    args_.f = FusedArgs{packed_.as<uint4>(), nullptr, nullptr, nullptr, nullptr, final_.as<float>(),
-                        counters_.as<unsigned>(), d.T, d.H, d.E, d.k, pl.chunks};
+    args_.f = FusedArgs{packed_.as<uint4>(),      nullptr, nullptr, nullptr, nullptr, final_.as<float>(),
+                        counters_.as<unsigned>(), d.T,     d.H,     d.E,     d.k,     pl.chunks};
     args_.slots = slots_.as<float>();
     args_.tile_counters = counters_.as<unsigned>() + 1;
   }
@@ -424,8 +425,8 @@ void require_fused_fits(const RouterDims& d, const std::string& variant) {
 }
 
 // A one-launch router R(dims, weights, plan, extra...), where the shape fits.
-template <class R,          // the router class
-          class... Extra>   // its constructor's arguments past the plan
+template <class R,         // the router class
+          class... Extra>  // its constructor's arguments past the plan
 std::unique_ptr<R> make_planned(const RouterDims& d, const RouterWeights& w, const std::string& variant,
                                 Extra... extra) {
   require_fused_fits(d, variant);

@@ -30,15 +30,19 @@ enum class SplitKKind {
 template <class Rows, class Epi>  // as Engine's
 using MmaKernel = void (*)(Params<Rows, Epi>);
 
-template <class C,     // a TileConfig
-          bool Bulk,   // weight stages by cp.async.bulk
+template <class C,    // a TileConfig
+          bool Bulk,  // weight stages by cp.async.bulk
           class Rows, class Epi>
 MmaKernel<Rows, Epi> mma_kernel(int ng) {
   switch (ng) {
-    case 1: return mma_gemm_kernel<C, 1, Bulk, Rows, Epi>;
-    case 2: return mma_gemm_kernel<C, 2, Bulk, Rows, Epi>;
-    case 3: return mma_gemm_kernel<C, 3, Bulk, Rows, Epi>;
-    default: return mma_gemm_kernel<C, 4, Bulk, Rows, Epi>;
+    case 1:
+      return mma_gemm_kernel<C, 1, Bulk, Rows, Epi>;
+    case 2:
+      return mma_gemm_kernel<C, 2, Bulk, Rows, Epi>;
+    case 3:
+      return mma_gemm_kernel<C, 3, Bulk, Rows, Epi>;
+    default:
+      return mma_gemm_kernel<C, 4, Bulk, Rows, Epi>;
   }
 }
 
@@ -59,19 +63,22 @@ class SplitKEngine {
     if (kind == SplitKKind::wide_bulk) fits = consider<WideConfig, true>(sms, smem_optin, kBulkMachine);
     if (kind == SplitKKind::narrow) fits = consider<NarrowConfig, false>(sms, smem_optin, kCpAsyncMachine);
     if (!fits) throw std::invalid_argument("small-M GEMM: the forced tensor-core kernel does not fit this GPU");
-    if (kind == SplitKKind::narrow) pack<NarrowConfig>();
-    else pack<WideConfig>();
+    if (kind == SplitKKind::narrow)
+      pack<NarrowConfig>();
+    else
+      pack<WideConfig>();
   }
   SplitKEngine(const SplitKEngine&) = delete;
   SplitKEngine& operator=(const SplitKEngine&) = delete;
 
   void run(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
-    const Params<Rows, Epi> p{packed_.as<uint4>(), rows,    epi,     M_, N_, K_, k_stages_, splits_,
-                              n_tiles_,            partials_.as<float4>(), counters_.as<unsigned>()};
+    const Params<Rows, Epi> p{
+        packed_.as<uint4>(),     rows, epi, M_, N_, K_, k_stages_, splits_, n_tiles_, partials_.as<float4>(),
+        counters_.as<unsigned>()};
     const dim3 grid(n_tiles_ * splits_, m_chunks_);
     const bool wide = kind_ != SplitKKind::narrow;
     const MmaKernel<Rows, Epi> kernel = kind_ == SplitKKind::wide_bulk ? mma_kernel<WideConfig, true, Rows, Epi>(ng_)
-                                        : wide ? mma_kernel<WideConfig, false, Rows, Epi>(ng_)
+                                        : wide                         ? mma_kernel<WideConfig, false, Rows, Epi>(ng_)
                                                : mma_kernel<NarrowConfig, false, Rows, Epi>(ng_);
     const int threads = wide ? WideConfig::kThreads : NarrowConfig::kThreads;
     const size_t smem = wide ? smem_bytes<WideConfig>(ng_) : smem_bytes<NarrowConfig>(ng_);
@@ -88,8 +95,8 @@ class SplitKEngine {
     if (smem > size_t(smem_optin)) return false;
     SUBMISSION_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     // All global traffic bypasses L1 (cp.async.cg), so give the SM's memory to shared.
-    SUBMISSION_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared));
+    SUBMISSION_CUDA(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     int per_sm = 0;
     SUBMISSION_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, smem));
     if (per_sm < 1) return false;
@@ -147,7 +154,8 @@ class ClusterEngine {
     SUBMISSION_CUDA(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     plan_ = plan_cluster<Rows, Epi>(M, N, K, ng_, device_sm_count(), smem_optin);
     if (plan_.clusters > 0)
-      packed_ = direct::pack_tiles(W, N, K, direct::tile_strides(direct::TileOrder::tile_major, N, K, 1, 1, kDirectWarps));
+      packed_ =
+          direct::pack_tiles(W, N, K, direct::tile_strides(direct::TileOrder::tile_major, N, K, 1, 1, kDirectWarps));
     else
       fallback_ = std::make_unique<Engine<Rows, Epi>>(M, N, K, W, Path::direct,
                                                       DirectLayout{direct::TileOrder::tile_major, 1, 1});
@@ -182,8 +190,8 @@ class DirectUnpackedEngine {
                           : ng_ == 2 ? direct_gemm_kernel<2, 1, false, false, Rows, Epi>
                           : ng_ == 3 ? direct_gemm_kernel<3, 1, false, false, Rows, Epi>
                                      : direct_gemm_kernel<4, 1, false, false, Rows, Epi>;
-    kernel<<<dim3((N_ + 15) / 16, m_chunks_), kDirectWarps * 32, 0, stream>>>(W_, nullptr, direct::TileStrides{},
-                                                                               rows, epi, M_, N_, K_);
+    kernel<<<dim3((N_ + 15) / 16, m_chunks_), kDirectWarps * 32, 0, stream>>>(W_, nullptr, direct::TileStrides{}, rows,
+                                                                              epi, M_, N_, K_);
     SUBMISSION_CUDA(cudaGetLastError());
   }
 

@@ -36,8 +36,8 @@ struct TileConfig {
   static constexpr int kTilesPerWarp = TilesPerWarp;  // m16 row tiles per warp
   static constexpr int kWarpRows = WarpRows;
   static constexpr int kWarpK = WarpK;
-  static constexpr int kSubsteps = Substeps;          // 32-wide k steps per warp per stage
-  static constexpr int kStages = Stages;              // depth of the cp.async ring
+  static constexpr int kSubsteps = Substeps;  // 32-wide k steps per warp per stage
+  static constexpr int kStages = Stages;      // depth of the cp.async ring
   static constexpr int kThreads = 32 * WarpRows * WarpK;
   static constexpr int kRows = 16 * TilesPerWarp * WarpRows;
   static constexpr int kStageK = 32 * Substeps * WarpK;
@@ -76,8 +76,7 @@ __host__ __device__ constexpr ChunkOrigin w_chunk_origin(int q, int tid) {
   const int g = lane / 4, t = lane % 4;
   const int wr = warp % C::kWarpRows, wk = warp / C::kWarpRows;
   const int h = q % 2, s = (q / 2) % C::kSubsteps, tp = q / (2 * C::kSubsteps);
-  return {wr * 16 * C::kTilesPerWarp + tp * 16 + g + 8 * h,
-          wk * 32 * C::kSubsteps + 32 * s + 8 * t};
+  return {wr * 16 * C::kTilesPerWarp + tp * 16 + g + 8 * h, wk * 32 * C::kSubsteps + 32 * s + 8 * t};
 }
 
 // Chunk c (8 k) of activation row r in a stage's shared-memory tile. Thread
@@ -107,7 +106,6 @@ constexpr size_t smem_bytes(int ng) {
   return size_t(C::kStages) * (C::kWStageChunks + 8 * ng * C::kXChunksPerRow) * 16;
 }
 
-
 // Rows: where activation row m starts (nullptr past the end), so that the
 // pooler's gather is just another row lookup: row(m), or in two steps,
 // row(m, lookup(m)), where lookup issues any load the row needs without
@@ -115,7 +113,7 @@ constexpr size_t smem_bytes(int ng) {
 // Epi: the output side.
 template <class Rows, class Epi>  // as the kernel's
 struct Params {
-  const uint4* w;      // packed weights [n_tiles][k_stages][kWChunks][kThreads]
+  const uint4* w;  // packed weights [n_tiles][k_stages][kWChunks][kThreads]
   Rows rows;
   Epi epi;
   int M, N, K;
@@ -127,7 +125,7 @@ struct Params {
 
 // Bulk: weight stages by cp.async.bulk + mbarrier (one per ring slot) instead
 // of per-thread cp.async; activations always use cp.async groups.
-template <class C,        // a TileConfig
+template <class C,          // a TileConfig
           int TokenGroups,  // groups of 8 tokens per block: 1..4
           bool Bulk,        // weight stages by cp.async.bulk + mbarrier, else per-thread cp.async
           class Rows,       // where token row m starts (submission/small_m_rows.cuh)
@@ -217,7 +215,7 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
     cp_async_wait<kS - 2>();  // this thread's copies of stage `it` have landed
     // Stage `it` sits in slot it % kS, used for the (it / kS)-th time.
     if constexpr (Bulk) mbar_wait(&full[read_slot], unsigned(it / kS) & 1u);
-    __syncthreads();          // everyone's have; and slot write_slot is no longer being read
+    __syncthreads();  // everyone's have; and slot write_slot is no longer being read
     if constexpr (Bulk) {
       if (tid == 0) fence_proxy_async_smem();
     }
@@ -339,10 +337,9 @@ __global__ void __launch_bounds__(C::kThreads) mma_gemm_kernel(const Params<Rows
 
 // Packs W[N, K] into the kernel's order, zero-padded to whole tiles and stages.
 template <class C>  // a TileConfig
-__global__ void pack_weights_kernel(const bf16* __restrict__ W, int N, int K, int k_stages,
-                                    uint4* __restrict__ packed, size_t chunks) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
-       i += size_t(gridDim.x) * blockDim.x) {
+__global__ void pack_weights_kernel(const bf16* __restrict__ W, int N, int K, int k_stages, uint4* __restrict__ packed,
+                                    size_t chunks) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += size_t(gridDim.x) * blockDim.x) {
     const int tid = int(i % C::kThreads);
     const int q = int(i / C::kThreads % C::kWChunks);
     const size_t tile_stage = i / C::kWStageChunks;
@@ -351,8 +348,7 @@ __global__ void pack_weights_kernel(const bf16* __restrict__ W, int N, int K, in
     const ChunkOrigin o = w_chunk_origin<C>(q, tid);
     const size_t n = tile * C::kRows + o.row;
     const int k = st * C::kStageK + o.k;
-    packed[i] = n < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + n * K + k)
-                                       : make_uint4(0, 0, 0, 0);
+    packed[i] = n < size_t(N) && k < K ? *reinterpret_cast<const uint4*>(W + n * K + k) : make_uint4(0, 0, 0, 0);
   }
 }
 

@@ -5,8 +5,7 @@
 
 namespace submission::small_m {
 
-double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, int ng, int sms,
-                          const Machine& mc) {
+double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, int ng, int sms, const Machine& mc) {
   const int n_tiles = (N + c.rows - 1) / c.rows;
   const int k_stages = (K + c.stage_k - 1) / c.stage_k;
   const int m_chunks = (M + 8 * ng - 1) / (8 * ng);

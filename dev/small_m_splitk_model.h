@@ -46,10 +46,10 @@ constexpr Machine kCpAsyncMachine{2.6e6, 2.6e6, 2.0, 2.5};
 constexpr Machine kBulkMachine{3.9e6, 7.0e6, 2.0, 2.5};
 
 struct ConfigCost {
-  int rows;             // weight rows per tile
-  int stage_k;          // k per stage
-  int stages;           // ring depth
-  int blocks_per_sm;    // occupancy
+  int rows;           // weight rows per tile
+  int stage_k;        // k per stage
+  int stages;         // ring depth
+  int blocks_per_sm;  // occupancy
 };
 
 double estimate_us(const ConfigCost& c, int splits, int M, int N, int K, int ng, int sms, const Machine& mc);

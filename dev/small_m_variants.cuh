@@ -15,8 +15,8 @@ namespace submission::small_m {
 
 inline std::vector<std::string> dev_variant_names() {
   return {"direct_rotated_mma",  // the default's kernel and layout, forced on every shape
-          "direct_interleaved_mma", "direct_tiles_mma", "direct_packed_mma", "direct_mma",
-          "splitk_mma", "splitk_bulk_mma", "narrow_mma", "cluster_splitk_mma"};
+          "direct_interleaved_mma", "direct_tiles_mma", "direct_packed_mma", "direct_mma", "splitk_mma",
+          "splitk_bulk_mma",        "narrow_mma",       "cluster_splitk_mma"};
 }
 
 // Op<E>: PoolerOn or DenseOn, over an engine E.

@@ -19,14 +19,11 @@ inline float bf16_to_float(uint16_t b) {
 inline uint16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
-    return static_cast<uint16_t>((u >> 16) | 0x40);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<uint16_t>((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
 
-inline double round_to_bf16(double x) {
-  return bf16_to_float(float_to_bf16(static_cast<float>(x)));
-}
+inline double round_to_bf16(double x) { return bf16_to_float(float_to_bf16(static_cast<float>(x))); }
 
 }  // namespace ref

@@ -24,8 +24,8 @@ double dot_bf16_f64(const uint16_t* a, const double* b, int n) {
 
 }  // namespace
 
-std::vector<double> pooler_cpu(int B, int H, const uint16_t* hidden, const int32_t* cu_seqlens,
-                               const uint16_t* W, const uint16_t* bias) {
+std::vector<double> pooler_cpu(int B, int H, const uint16_t* hidden, const int32_t* cu_seqlens, const uint16_t* W,
+                               const uint16_t* bias) {
   std::vector<double> out(size_t(B) * H);
   for (int b = 0; b < B; ++b) {
     const uint16_t* x = hidden + size_t(cu_seqlens[b + 1] - 1) * H;
@@ -64,10 +64,9 @@ RouterCpu router_cpu(int T, int H, int E, int k, const uint16_t* X, const uint16
   return r;
 }
 
-std::vector<double> moe_cpu(int M, int H, int I, int E_global, int E_local, int k, int ep_rank,
-                            const uint16_t* X, const int32_t* topk_ids, const float* topk_weights,
-                            const uint8_t* W13, const uint16_t* S13, const uint8_t* W2,
-                            const uint16_t* S2) {
+std::vector<double> moe_cpu(int M, int H, int I, int E_global, int E_local, int k, int ep_rank, const uint16_t* X,
+                            const int32_t* topk_ids, const float* topk_weights, const uint8_t* W13, const uint16_t* S13,
+                            const uint8_t* W2, const uint16_t* S2) {
   (void)E_global;
   std::vector<double> out(size_t(M) * H, 0.0);
   std::vector<std::vector<double>> w13(E_local), w2(E_local);  // dequantized lazily

@@ -17,31 +17,29 @@
 namespace reference::detail {
 
 [[noreturn]] inline void throw_failed(const char* call, const char* error, const char* file, int line) {
-  throw std::runtime_error(std::string(call) + " failed: " + error + " (" + file + ":" +
-                           std::to_string(line) + ")");
+  throw std::runtime_error(std::string(call) + " failed: " + error + " (" + file + ":" + std::to_string(line) + ")");
 }
 
 }  // namespace reference::detail
 
-#define REF_CUDA(call)                                                                      \
-  do {                                                                                      \
-    const cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess)                                                                  \
-      ::reference::detail::throw_failed(#call, cudaGetErrorName(e_), __FILE__, __LINE__);  \
+#define REF_CUDA(call)                                                                                         \
+  do {                                                                                                         \
+    const cudaError_t e_ = (call);                                                                             \
+    if (e_ != cudaSuccess) ::reference::detail::throw_failed(#call, cudaGetErrorName(e_), __FILE__, __LINE__); \
   } while (0)
 
-#define REF_CUBLAS(call)                                                                      \
-  do {                                                                                        \
-    const cublasStatus_t s_ = (call);                                                         \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
-      ::reference::detail::throw_failed(#call, cublasGetStatusName(s_), __FILE__, __LINE__);  \
+#define REF_CUBLAS(call)                                                                     \
+  do {                                                                                       \
+    const cublasStatus_t s_ = (call);                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                         \
+      ::reference::detail::throw_failed(#call, cublasGetStatusName(s_), __FILE__, __LINE__); \
   } while (0)
 
-#define REF_CUBLASLT(call)                                                                      \
-  do {                                                                                          \
-    const cublasStatus_t s_ = (call);                                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                            \
-      ::reference::detail::throw_failed(#call, cublasLtGetStatusName(s_), __FILE__, __LINE__);  \
+#define REF_CUBLASLT(call)                                                                     \
+  do {                                                                                         \
+    const cublasStatus_t s_ = (call);                                                          \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+      ::reference::detail::throw_failed(#call, cublasLtGetStatusName(s_), __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: a bad configuration is only reported here.
@@ -58,16 +56,20 @@ struct CudaFree {
 struct CudaFreeHost {
   void operator()(void* p) const { cudaFreeHost(p); }
 };
-template <class T> using DeviceArray = std::unique_ptr<T[], CudaFree>;
-template <class T> using PinnedArray = std::unique_ptr<T[], CudaFreeHost>;
+template <class T>
+using DeviceArray = std::unique_ptr<T[], CudaFree>;
+template <class T>
+using PinnedArray = std::unique_ptr<T[], CudaFreeHost>;
 
-template <class T> DeviceArray<T> device_array(size_t n) {
+template <class T>
+DeviceArray<T> device_array(size_t n) {
   void* p = nullptr;
   REF_CUDA(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
   return DeviceArray<T>(static_cast<T*>(p));
 }
 
-template <class T> PinnedArray<T> pinned_array(size_t n) {
+template <class T>
+PinnedArray<T> pinned_array(size_t n) {
   void* p = nullptr;
   REF_CUDA(cudaMallocHost(&p, (n ? n : 1) * sizeof(T)));
   return PinnedArray<T>(static_cast<T*>(p));
@@ -81,9 +83,7 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 // break graph capture); bind() therefore sets both, every run.
 class Cublas {
  public:
-  Cublas() : workspace_(device_array<unsigned char>(kCublasWorkspaceBytes)) {
-    REF_CUBLAS(cublasCreate(&handle_));
-  }
+  Cublas() : workspace_(device_array<unsigned char>(kCublasWorkspaceBytes)) { REF_CUBLAS(cublasCreate(&handle_)); }
   ~Cublas() { cublasDestroy(handle_); }
   Cublas(const Cublas&) = delete;
   Cublas& operator=(const Cublas&) = delete;
@@ -103,12 +103,11 @@ class Cublas {
 // alpha 1 and beta 0 as floats (so compute is one of the 32F types). cuBLAS is
 // column-major, where the same memory holds out^T[N, M] = W^T . X^T: W is
 // operand A read transposed (lda = K), X is operand B (ldb = K), ldc = N.
-inline void gemm_xwt(cublasHandle_t handle, int M, int N, int K, const void* X, const void* W,
-                     cudaDataType_t in_type, void* out, cudaDataType_t out_type,
-                     cublasComputeType_t compute) {
+inline void gemm_xwt(cublasHandle_t handle, int M, int N, int K, const void* X, const void* W, cudaDataType_t in_type,
+                     void* out, cudaDataType_t out_type, cublasComputeType_t compute) {
   const float one = 1.0f, zero = 0.0f;
-  REF_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, in_type, K, X, in_type,
-                          K, &zero, out, out_type, N, compute, CUBLAS_GEMM_DEFAULT));
+  REF_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, in_type, K, X, in_type, K, &zero, out,
+                          out_type, N, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 // Throws std::invalid_argument(what) for dims outside the op's valid range.

@@ -12,12 +12,11 @@ namespace reference {
 namespace {
 
 using detail::Cublas;
-using detail::DeviceArray;
 using detail::device_array;
+using detail::DeviceArray;
 
 void check_dims(const submission::DenseDims& d) {
-  detail::require(d.M >= 1 && d.N >= 1 && d.K >= 8 && d.K % 8 == 0,
-                  "dense: needs M >= 1, N >= 1, K >= 8, K % 8 == 0");
+  detail::require(d.M >= 1 && d.N >= 1 && d.K >= 8 && d.K % 8 == 0, "dense: needs M >= 1, N >= 1, K >= 8, K % 8 == 0");
 }
 
 class DenseRef final : public DenseReference {
@@ -35,7 +34,8 @@ class DenseRef final : public DenseReference {
   Cublas cublas_;
 };
 
-template <class T, auto Destroy> struct LtDeleter {
+template <class T, auto Destroy>
+struct LtDeleter {
   void operator()(T p) const { Destroy(p); }
 };
 template <class T, auto Destroy>
@@ -79,9 +79,9 @@ class DenseBaseline final : public submission::Dense {
     const float one = 1.0f, zero = 0.0f;
     const auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
     const bool aligned = ((addr(io.X) | addr(io.out) | addr(w_.W)) & 255) == 0;
-    REF_CUBLASLT(cublasLtMatmul(lt_.get(), desc_.get(), &one, w_.W, a_.get(), io.X, b_.get(), &zero, io.out,
-                                c_.get(), io.out, c_.get(), aligned ? &algo_aligned_ : &algo_any_,
-                                workspace_.get(), detail::kCublasWorkspaceBytes, stream));
+    REF_CUBLASLT(cublasLtMatmul(lt_.get(), desc_.get(), &one, w_.W, a_.get(), io.X, b_.get(), &zero, io.out, c_.get(),
+                                io.out, c_.get(), aligned ? &algo_aligned_ : &algo_any_, workspace_.get(),
+                                detail::kCublasWorkspaceBytes, stream));
   }
 
  private:
@@ -96,8 +96,8 @@ class DenseBaseline final : public submission::Dense {
       REF_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(p, attr, &alignment, sizeof(alignment)));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    REF_CUBLASLT(cublasLtMatmulAlgoGetHeuristic(lt_.get(), desc_.get(), a_.get(), b_.get(), c_.get(), c_.get(),
-                                                p, 1, &result, &found));
+    REF_CUBLASLT(cublasLtMatmulAlgoGetHeuristic(lt_.get(), desc_.get(), a_.get(), b_.get(), c_.get(), c_.get(), p, 1,
+                                                &result, &found));
     if (found == 0) throw std::runtime_error("dense baseline: cuBLASLt has no algorithm for this shape");
     return result.algo;
   }

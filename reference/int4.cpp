@@ -19,8 +19,7 @@ std::vector<uint8_t> pack_int4(const std::vector<uint8_t>& codes, int rows, int 
   return out;
 }
 
-std::vector<double> dequant_int4(const uint8_t* packed, const uint16_t* scales, int rows,
-                                 int cols) {
+std::vector<double> dequant_int4(const uint8_t* packed, const uint16_t* scales, int rows, int cols) {
   if (cols % kGroupSize != 0) throw std::invalid_argument("dequant_int4: cols % 128 != 0");
   const int groups = cols / kGroupSize;
   std::vector<double> w(static_cast<size_t>(rows) * cols);

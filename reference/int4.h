@@ -21,7 +21,6 @@ std::vector<uint8_t> pack_int4(const std::vector<uint8_t>& codes, int rows, int 
 
 // Dequantizes one packed matrix [rows, cols/2] with scales [rows, cols/128]
 // (bf16 bit patterns) to double.
-std::vector<double> dequant_int4(const uint8_t* packed, const uint16_t* scales, int rows,
-                                 int cols);
+std::vector<double> dequant_int4(const uint8_t* packed, const uint16_t* scales, int rows, int cols);
 
 }  // namespace ref

@@ -12,8 +12,8 @@ namespace reference {
 namespace {
 
 using detail::Cublas;
-using detail::DeviceArray;
 using detail::device_array;
+using detail::DeviceArray;
 using moe::kThreads;
 
 // dst[i, :] = fp32(X[tokens[i], :]), one block per row.
@@ -44,7 +44,10 @@ class MoeRef final : public MoeReference {
         y_(device_array<float>(size_t(d.M) * d.H)),
         route_token_(device_array<int32_t>(size_t(d.M) * d.k)),
         route_weight_(device_array<float>(size_t(d.M) * d.k)),
-        ids_(size_t(d.M) * d.k), weights_(size_t(d.M) * d.k), tokens_(ids_.size()), token_weights_(ids_.size()),
+        ids_(size_t(d.M) * d.k),
+        weights_(size_t(d.M) * d.k),
+        tokens_(ids_.size()),
+        token_weights_(ids_.size()),
         start_(d.E_local + 1) {
     REF_CUDA(cudaStreamSynchronize(nullptr));  // the dequantization, before any other stream reads it
   }
@@ -70,10 +73,10 @@ class MoeRef final : public MoeReference {
       }
     }
     const size_t local = size_t(start_[E]);
-    REF_CUDA(cudaMemcpyAsync(route_token_.get(), tokens_.data(), local * sizeof(int32_t),
-                             cudaMemcpyHostToDevice, stream));
-    REF_CUDA(cudaMemcpyAsync(route_weight_.get(), token_weights_.data(), local * sizeof(float),
-                             cudaMemcpyHostToDevice, stream));
+    REF_CUDA(
+        cudaMemcpyAsync(route_token_.get(), tokens_.data(), local * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    REF_CUDA(cudaMemcpyAsync(route_weight_.get(), token_weights_.data(), local * sizeof(float), cudaMemcpyHostToDevice,
+                             stream));
     REF_CUDA(cudaMemsetAsync(out, 0, size_t(M) * H * sizeof(float), stream));
 
     const cublasHandle_t handle = cublas_.bind(stream);
@@ -83,12 +86,12 @@ class MoeRef final : public MoeReference {
       const int32_t* tokens = route_token_.get() + start_[e];
       gather_rows_f32<<<n, kThreads, 0, stream>>>(X, tokens, H, x_.get());
       REF_CHECK_LAUNCH();
-      detail::gemm_xwt(handle, n, 2 * I, H, x_.get(), w13_.get() + size_t(e) * 2 * I * H, CUDA_R_32F,
-                       gate_up_.get(), CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC);
+      detail::gemm_xwt(handle, n, 2 * I, H, x_.get(), w13_.get() + size_t(e) * 2 * I * H, CUDA_R_32F, gate_up_.get(),
+                       CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC);
       moe::silu_mul<<<n, kThreads, 0, stream>>>(gate_up_.get(), I, h_.get());
       REF_CHECK_LAUNCH();
-      detail::gemm_xwt(handle, n, H, I, h_.get(), w2_.get() + size_t(e) * H * I, CUDA_R_32F, y_.get(),
-                       CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC);
+      detail::gemm_xwt(handle, n, H, I, h_.get(), w2_.get() + size_t(e) * H * I, CUDA_R_32F, y_.get(), CUDA_R_32F,
+                       CUBLAS_COMPUTE_32F_PEDANTIC);
       scatter_add<<<n, kThreads, 0, stream>>>(y_.get(), tokens, route_weight_.get() + start_[e], H, out);
       REF_CHECK_LAUNCH();
     }
@@ -96,15 +99,15 @@ class MoeRef final : public MoeReference {
 
  private:
   submission::MoeDims d_;
-  DeviceArray<float> w13_, w2_;                    // [E_local, 2I, H], [E_local, H, I]
-  DeviceArray<float> x_, gate_up_, h_, y_;         // one expert's rows: at most M
-  DeviceArray<int32_t> route_token_;               // local routes by expert: token
-  DeviceArray<float> route_weight_;                //   and its routing weight
-  std::vector<int32_t> ids_;                       // host copies of the routing
+  DeviceArray<float> w13_, w2_;             // [E_local, 2I, H], [E_local, H, I]
+  DeviceArray<float> x_, gate_up_, h_, y_;  // one expert's rows: at most M
+  DeviceArray<int32_t> route_token_;        // local routes by expert: token
+  DeviceArray<float> route_weight_;         //   and its routing weight
+  std::vector<int32_t> ids_;                // host copies of the routing
   std::vector<float> weights_;
-  std::vector<int32_t> tokens_;                    // host side of route_token_
-  std::vector<float> token_weights_;               //   and route_weight_
-  std::vector<int> start_;                         // [E_local + 1] bucket starts
+  std::vector<int32_t> tokens_;       // host side of route_token_
+  std::vector<float> token_weights_;  //   and route_weight_
+  std::vector<int> start_;            // [E_local + 1] bucket starts
   Cublas cublas_;
 };
 

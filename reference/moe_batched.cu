@@ -26,8 +26,8 @@ namespace reference {
 namespace {
 
 using detail::Cublas;
-using detail::DeviceArray;
 using detail::device_array;
+using detail::DeviceArray;
 using namespace moe;  // the shared kernels, kThreads, kAlignThreads, Operand
 
 struct Buffers {
@@ -35,8 +35,8 @@ struct Buffers {
   bf16 *xg, *gate_up, *h, *y, *scratch;
 };
 
-__device__ void set_entry(void** ptrs, int entries, int entry, const Buffers& b, int e, int block, int B, int H,
-                          int I, bool spare) {
+__device__ void set_entry(void** ptrs, int entries, int entry, const Buffers& b, int e, int block, int B, int H, int I,
+                          bool spare) {
   ptrs[kA1 * entries + entry] = const_cast<bf16*>(b.w13) + size_t(e) * 2 * I * H;
   ptrs[kB1 * entries + entry] = b.xg + size_t(block) * B * H;
   ptrs[kC1 * entries + entry] = spare ? b.scratch : b.gate_up + size_t(block) * B * 2 * I;
@@ -50,9 +50,9 @@ __device__ void set_entry(void** ptrs, int entries, int entry, const Buffers& b,
 // share of the spare entries), gives every local route its slot and marks
 // padding slots with token -1; *used_rows = the rows of the blocks in use.
 __global__ void __launch_bounds__(kAlignThreads)
-align_blocks(const int32_t* __restrict__ topk_ids, int routes, int k, int first, int E, int H, int I, int B,
-             int entries, Buffers buf, int32_t* __restrict__ slot_of_route, int32_t* __restrict__ slot_token,
-             int* __restrict__ used_rows, void** __restrict__ ptrs) {
+    align_blocks(const int32_t* __restrict__ topk_ids, int routes, int k, int first, int E, int H, int I, int B,
+                 int entries, Buffers buf, int32_t* __restrict__ slot_of_route, int32_t* __restrict__ slot_token,
+                 int* __restrict__ used_rows, void** __restrict__ ptrs) {
   extern __shared__ int s_align[];
   int* s_count = s_align;      // [E] routes
   int* s_start = s_align + E;  // [E] first slot
@@ -86,7 +86,9 @@ align_blocks(const int32_t* __restrict__ topk_ids, int routes, int k, int first,
 class MoeBatched final : public submission::Moe {
  public:
   MoeBatched(const submission::MoeDims& d, const submission::MoeWeights& w)
-      : d_(d), B_(moe_batched_block_rows(d.M)), entries_(moe_batched_max_blocks(d)),
+      : d_(d),
+        B_(moe_batched_block_rows(d.M)),
+        entries_(moe_batched_max_blocks(d)),
         slots_(size_t(entries_) * B_),
         w13_(moe::dequantize<bf16>(w.W13, w.S13, size_t(d.E_local) * 2 * d.I, d.H)),
         w2_(moe::dequantize<bf16>(w.W2, w.S2, size_t(d.E_local) * d.H, d.I)),
@@ -110,8 +112,8 @@ class MoeBatched final : public submission::Moe {
     const int H = d_.H, I = d_.I, E = d_.E_local, n = entries_;
     const Buffers buf{w13_.get(), w2_.get(), xg_.get(), gate_up_.get(), h_.get(), y_.get(), scratch_.get()};
     align_blocks<<<1, kAlignThreads, moe_align_smem_bytes(E), stream>>>(
-        io.topk_ids, d_.M * d_.k, d_.k, d_.ep_rank * E, E, H, I, B_, n, buf, slot_of_route_.get(),
-        slot_token_.get(), used_rows_.get(), ptrs_.get());
+        io.topk_ids, d_.M * d_.k, d_.k, d_.ep_rank * E, E, H, I, B_, n, buf, slot_of_route_.get(), slot_token_.get(),
+        used_rows_.get(), ptrs_.get());
     REF_CHECK_LAUNCH();
     moe::gather_rows<<<unsigned(slots_), 128, 0, stream>>>(io.X, slot_token_.get(), H, xg_.get(), used_rows_.get());
     REF_CHECK_LAUNCH();
@@ -134,16 +136,16 @@ class MoeBatched final : public submission::Moe {
 
  private:
   submission::MoeDims d_;
-  int B_;                                       // rows per block
-  int entries_;                                 // GEMM entries: the most blocks a routing can take
-  size_t slots_;                                // entries_ * B_
-  DeviceArray<bf16> w13_, w2_;                  // [E_local, 2I, H], [E_local, H, I]
-  DeviceArray<int32_t> slot_of_route_;          // [M*k] slot of each route, -1 if not local
-  DeviceArray<int32_t> slot_token_;             // [slots] token of each slot, -1 for padding
-  DeviceArray<int> used_rows_;                  // [1] rows of the blocks in use
-  DeviceArray<void*> ptrs_;                     // [kOperands, entries]
-  DeviceArray<bf16> xg_, gate_up_, h_, y_;      // per slot: [., H], [., 2I], [., I], [., H]
-  DeviceArray<bf16> scratch_;                   // [B, max(2I, H)] what spare entries write
+  int B_;                                   // rows per block
+  int entries_;                             // GEMM entries: the most blocks a routing can take
+  size_t slots_;                            // entries_ * B_
+  DeviceArray<bf16> w13_, w2_;              // [E_local, 2I, H], [E_local, H, I]
+  DeviceArray<int32_t> slot_of_route_;      // [M*k] slot of each route, -1 if not local
+  DeviceArray<int32_t> slot_token_;         // [slots] token of each slot, -1 for padding
+  DeviceArray<int> used_rows_;              // [1] rows of the blocks in use
+  DeviceArray<void*> ptrs_;                 // [kOperands, entries]
+  DeviceArray<bf16> xg_, gate_up_, h_, y_;  // per slot: [., H], [., 2I], [., I], [., H]
+  DeviceArray<bf16> scratch_;               // [B, max(2I, H)] what spare entries write
   Cublas cublas_;
 };
 

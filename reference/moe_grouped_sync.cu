@@ -15,8 +15,8 @@ namespace reference {
 namespace {
 
 using detail::Cublas;
-using detail::DeviceArray;
 using detail::device_array;
+using detail::DeviceArray;
 using namespace moe;  // the shared kernels, kThreads, kAlignThreads, Operand
 
 // Its pointer arrays are indexed by group: the experts with routes, ascending.
@@ -25,10 +25,9 @@ using namespace moe;  // the shared kernels, kThreads, kAlignThreads, Operand
 // order, so the permutation is the same on every run. Also writes the grouped
 // GEMMs' pointer arrays, so that the host needs only the counts.
 __global__ void __launch_bounds__(kAlignThreads)
-moe_align(const int32_t* __restrict__ topk_ids, int routes, int k, int first, int E, int H, int I,
-          const bf16* w13, const bf16* w2, bf16* xg, bf16* gate_up, bf16* h, bf16* y,
-          int32_t* __restrict__ counts, int32_t* __restrict__ slot_of_route, int32_t* __restrict__ slot_token,
-          void** __restrict__ ptrs) {
+    moe_align(const int32_t* __restrict__ topk_ids, int routes, int k, int first, int E, int H, int I, const bf16* w13,
+              const bf16* w2, bf16* xg, bf16* gate_up, bf16* h, bf16* y, int32_t* __restrict__ counts,
+              int32_t* __restrict__ slot_of_route, int32_t* __restrict__ slot_token, void** __restrict__ ptrs) {
   extern __shared__ int s_align[];
   int* s_count = s_align;      // [E]
   int* s_start = s_align + E;  // [E]
@@ -58,7 +57,8 @@ moe_align(const int32_t* __restrict__ topk_ids, int routes, int k, int first, in
 class MoeGroupedSync final : public submission::Moe {
  public:
   MoeGroupedSync(const submission::MoeDims& d, const submission::MoeWeights& w)
-      : d_(d), routes_(d.M * d.k),
+      : d_(d),
+        routes_(d.M * d.k),
         w13_(moe::dequantize<bf16>(w.W13, w.S13, size_t(d.E_local) * 2 * d.I, d.H)),
         w2_(moe::dequantize<bf16>(w.W2, w.S2, size_t(d.E_local) * d.H, d.I)),
         counts_(device_array<int32_t>(d.E_local)),
@@ -70,9 +70,15 @@ class MoeGroupedSync final : public submission::Moe {
         gate_up_(device_array<bf16>(size_t(routes_) * 2 * d.I)),
         h_(device_array<bf16>(size_t(routes_) * d.I)),
         y_(device_array<bf16>(size_t(routes_) * d.H)),
-        op_t_(d.E_local, CUBLAS_OP_T), op_n_(d.E_local, CUBLAS_OP_N),
-        two_i_(d.E_local, 2 * d.I), h_dim_(d.E_local, d.H), i_dim_(d.E_local, d.I), group_rows_(d.E_local),
-        alpha_(d.E_local, 1.0f), beta_(d.E_local, 0.0f), group_size_(d.E_local, 1) {
+        op_t_(d.E_local, CUBLAS_OP_T),
+        op_n_(d.E_local, CUBLAS_OP_N),
+        two_i_(d.E_local, 2 * d.I),
+        h_dim_(d.E_local, d.H),
+        i_dim_(d.E_local, d.I),
+        group_rows_(d.E_local),
+        alpha_(d.E_local, 1.0f),
+        beta_(d.E_local, 0.0f),
+        group_size_(d.E_local, 1) {
     REF_CUDA(cudaStreamSynchronize(nullptr));  // the dequantization, before any other stream reads it
   }
 
@@ -80,8 +86,8 @@ class MoeGroupedSync final : public submission::Moe {
     const int H = d_.H, I = d_.I, E = d_.E_local;
     const cublasHandle_t handle = cublas_.bind(stream);
     moe_align<<<1, kAlignThreads, moe_align_smem_bytes(E), stream>>>(
-        io.topk_ids, routes_, d_.k, d_.ep_rank * E, E, H, I, w13_.get(), w2_.get(), xg_.get(), gate_up_.get(),
-        h_.get(), y_.get(), counts_.get(), slot_of_route_.get(), slot_token_.get(), ptrs_.get());
+        io.topk_ids, routes_, d_.k, d_.ep_rank * E, E, H, I, w13_.get(), w2_.get(), xg_.get(), gate_up_.get(), h_.get(),
+        y_.get(), counts_.get(), slot_of_route_.get(), slot_token_.get(), ptrs_.get());
     REF_CHECK_LAUNCH();
     // cuBLAS reads the group sizes from host memory: the one sync of this baseline.
     REF_CUDA(cudaMemcpyAsync(counts_host_.get(), counts_.get(), E * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
@@ -101,14 +107,14 @@ class MoeGroupedSync final : public submission::Moe {
       // y^T[H, n] = W2_e^T . h^T. Rows are dense, so lda = ldb = k and ldc = m.
       REF_CUBLAS(cublasGemmGroupedBatchedEx(
           handle, op_t_.data(), op_n_.data(), two_i_.data(), group_rows_.data(), h_dim_.data(), alpha_.data(),
-          p + kA1 * E, CUDA_R_16BF, h_dim_.data(), p + kB1 * E, CUDA_R_16BF, h_dim_.data(), beta_.data(),
-          p + kC1 * E, CUDA_R_16BF, two_i_.data(), groups, group_size_.data(), CUBLAS_COMPUTE_32F));
+          p + kA1 * E, CUDA_R_16BF, h_dim_.data(), p + kB1 * E, CUDA_R_16BF, h_dim_.data(), beta_.data(), p + kC1 * E,
+          CUDA_R_16BF, two_i_.data(), groups, group_size_.data(), CUBLAS_COMPUTE_32F));
       moe::silu_mul<<<rows, kThreads, 0, stream>>>(gate_up_.get(), I, h_.get());
       REF_CHECK_LAUNCH();
       REF_CUBLAS(cublasGemmGroupedBatchedEx(
           handle, op_t_.data(), op_n_.data(), h_dim_.data(), group_rows_.data(), i_dim_.data(), alpha_.data(),
-          p + kA2 * E, CUDA_R_16BF, i_dim_.data(), p + kB2 * E, CUDA_R_16BF, i_dim_.data(), beta_.data(),
-          p + kC2 * E, CUDA_R_16BF, h_dim_.data(), groups, group_size_.data(), CUBLAS_COMPUTE_32F));
+          p + kA2 * E, CUDA_R_16BF, i_dim_.data(), p + kB2 * E, CUDA_R_16BF, i_dim_.data(), beta_.data(), p + kC2 * E,
+          CUDA_R_16BF, h_dim_.data(), groups, group_size_.data(), CUBLAS_COMPUTE_32F));
     }
     moe::combine<<<d_.M, kThreads, 0, stream>>>(y_.get(), slot_of_route_.get(), io.topk_weights, d_.k, H, io.out);
     REF_CHECK_LAUNCH();
@@ -116,14 +122,14 @@ class MoeGroupedSync final : public submission::Moe {
 
  private:
   submission::MoeDims d_;
-  int routes_;                                  // M * k
-  DeviceArray<bf16> w13_, w2_;                  // [E_local, 2I, H], [E_local, H, I]
-  DeviceArray<int32_t> counts_;                 // [E_local] routes per local expert
+  int routes_;                   // M * k
+  DeviceArray<bf16> w13_, w2_;   // [E_local, 2I, H], [E_local, H, I]
+  DeviceArray<int32_t> counts_;  // [E_local] routes per local expert
   detail::PinnedArray<int32_t> counts_host_;
-  DeviceArray<int32_t> slot_of_route_;          // [M*k] slot of each route, -1 if not local
-  DeviceArray<int32_t> slot_token_;             // [M*k] token of each slot
-  DeviceArray<void*> ptrs_;                     // [kOperands, E_local]
-  DeviceArray<bf16> xg_, gate_up_, h_, y_;      // per slot: [., H], [., 2I], [., I], [., H]
+  DeviceArray<int32_t> slot_of_route_;      // [M*k] slot of each route, -1 if not local
+  DeviceArray<int32_t> slot_token_;         // [M*k] token of each slot
+  DeviceArray<void*> ptrs_;                 // [kOperands, E_local]
+  DeviceArray<bf16> xg_, gate_up_, h_, y_;  // per slot: [., H], [., 2I], [., I], [., H]
   // Per-group arguments of cublasGemmGroupedBatchedEx, on the host as it requires;
   // only group_rows_ changes between runs.
   std::vector<cublasOperation_t> op_t_, op_n_;

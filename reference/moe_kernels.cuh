@@ -28,8 +28,8 @@ __device__ inline void store(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 // w = (q - 8) * s. One thread per byte: its two codes are adjacent elements of
 // one row, low nibble first, and (128 being even) share one scale.
 template <class T>
-__global__ void dequant_int4(const uint8_t* __restrict__ packed, const bf16* __restrict__ scales, size_t rows,
-                             int cols, T* __restrict__ out) {
+__global__ void dequant_int4(const uint8_t* __restrict__ packed, const bf16* __restrict__ scales, size_t rows, int cols,
+                             T* __restrict__ out) {
   const size_t bytes = rows * (cols / 2);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x) {
     const size_t row = i / (cols / 2);
@@ -56,8 +56,8 @@ detail::DeviceArray<T> dequantize(const uint8_t* packed, const bf16* scales, siz
 // slot), one block per row i < *rows (all the grid's rows when rows is null),
 // 16 bytes at a time (H % 128 == 0). T = bf16.
 template <class T>
-__global__ void gather_rows(const T* __restrict__ X, const int32_t* __restrict__ slot_token, int H,
-                            T* __restrict__ dst, const int* __restrict__ rows = nullptr) {
+__global__ void gather_rows(const T* __restrict__ X, const int32_t* __restrict__ slot_token, int H, T* __restrict__ dst,
+                            const int* __restrict__ rows = nullptr) {
   if (rows && int(blockIdx.x) >= *rows) return;
   const int token = slot_token[blockIdx.x];
   uint4* d = reinterpret_cast<uint4*>(dst + size_t(blockIdx.x) * H);
@@ -69,7 +69,8 @@ __global__ void gather_rows(const T* __restrict__ X, const int32_t* __restrict__
 // for rows i < *rows (all the grid's rows when rows is null). The fp32
 // reference keeps h in fp32 storage, but with the bf16 value.
 template <class T>
-__global__ void silu_mul(const T* __restrict__ gate_up, int I, T* __restrict__ h, const int* __restrict__ rows = nullptr) {
+__global__ void silu_mul(const T* __restrict__ gate_up, int I, T* __restrict__ h,
+                         const int* __restrict__ rows = nullptr) {
   if (rows && int(blockIdx.x) >= *rows) return;
   const T* row = gate_up + size_t(blockIdx.x) * 2 * I;
   for (int i = threadIdx.x; i < I; i += blockDim.x) {

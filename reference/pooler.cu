@@ -11,15 +11,15 @@ namespace reference {
 namespace {
 
 using detail::Cublas;
-using detail::DeviceArray;
 using detail::device_array;
+using detail::DeviceArray;
 
 constexpr int kThreads = 256;
 
 // One block per sequence. Rows are copied 16 bytes at a time: H % 8 == 0 and
 // bf16 tensors are 16-byte aligned, so every row starts on a 16-byte boundary.
-__global__ void gather_last_tokens(const bf16* __restrict__ hidden, const int32_t* __restrict__ cu_seqlens,
-                                   int H, bf16* __restrict__ pooled) {
+__global__ void gather_last_tokens(const bf16* __restrict__ hidden, const int32_t* __restrict__ cu_seqlens, int H,
+                                   bf16* __restrict__ pooled) {
   const int b = blockIdx.x;
   const uint4* src = reinterpret_cast<const uint4*>(hidden + size_t(cu_seqlens[b + 1] - 1) * H);
   uint4* dst = reinterpret_cast<uint4*>(pooled + size_t(b) * H);
@@ -51,8 +51,8 @@ class PoolerRef final : public PoolerReference {
     const int n = d_.B * d_.H;
     gather_last_tokens<<<d_.B, 128, 0, stream>>>(hidden, cu_seqlens, d_.H, pooled_.get());
     REF_CHECK_LAUNCH();
-    detail::gemm_xwt(cublas_.bind(stream), d_.B, d_.H, d_.H, pooled_.get(), w_.W, CUDA_R_16BF, out,
-                     CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC);
+    detail::gemm_xwt(cublas_.bind(stream), d_.B, d_.H, d_.H, pooled_.get(), w_.W, CUDA_R_16BF, out, CUDA_R_32F,
+                     CUBLAS_COMPUTE_32F_PEDANTIC);
     bias_tanh_f32<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(out, w_.bias, n, d_.H);
     REF_CHECK_LAUNCH();
   }
@@ -67,17 +67,18 @@ class PoolerRef final : public PoolerReference {
 class PoolerBaseline final : public submission::Pooler {
  public:
   PoolerBaseline(const submission::PoolerDims& d, const submission::PoolerWeights& w)
-      : d_(d), w_(w), pooled_(device_array<bf16>(size_t(d.B) * d.H)),
+      : d_(d),
+        w_(w),
+        pooled_(device_array<bf16>(size_t(d.B) * d.H)),
         gemm_out_(device_array<bf16>(size_t(d.B) * d.H)) {}
 
   void run(const submission::PoolerIO& io, cudaStream_t stream) override {
     const int n = d_.B * d_.H;
     gather_last_tokens<<<d_.B, 128, 0, stream>>>(io.hidden, io.cu_seqlens, d_.H, pooled_.get());
     REF_CHECK_LAUNCH();
-    detail::gemm_xwt(cublas_.bind(stream), d_.B, d_.H, d_.H, pooled_.get(), w_.W, CUDA_R_16BF,
-                     gemm_out_.get(), CUDA_R_16BF, CUBLAS_COMPUTE_32F);
-    bias_tanh_bf16<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(gemm_out_.get(), w_.bias, n,
-                                                                          d_.H, io.out);
+    detail::gemm_xwt(cublas_.bind(stream), d_.B, d_.H, d_.H, pooled_.get(), w_.W, CUDA_R_16BF, gemm_out_.get(),
+                     CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+    bias_tanh_bf16<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(gemm_out_.get(), w_.bias, n, d_.H, io.out);
     REF_CHECK_LAUNCH();
   }
 

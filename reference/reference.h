@@ -25,19 +25,16 @@ class PoolerReference {
  public:
   virtual ~PoolerReference() = default;
   // out[B, H] fp32 = tanh(pooled . W^T + bias), GEMM in fp32 accumulation
-  virtual void run(const bf16* hidden, const int32_t* cu_seqlens, float* out,
-                   cudaStream_t stream) = 0;
+  virtual void run(const bf16* hidden, const int32_t* cu_seqlens, float* out, cudaStream_t stream) = 0;
 };
-std::unique_ptr<PoolerReference> make_pooler_reference(const submission::PoolerDims&,
-                                                       const submission::PoolerWeights&);
+std::unique_ptr<PoolerReference> make_pooler_reference(const submission::PoolerDims&, const submission::PoolerWeights&);
 
 class DenseReference {
  public:
   virtual ~DenseReference() = default;
   virtual void run(const bf16* X, float* out, cudaStream_t stream) = 0;  // out[M, N] fp32
 };
-std::unique_ptr<DenseReference> make_dense_reference(const submission::DenseDims&,
-                                                     const submission::DenseWeights&);
+std::unique_ptr<DenseReference> make_dense_reference(const submission::DenseDims&, const submission::DenseWeights&);
 
 class RouterReference {
  public:
@@ -46,8 +43,7 @@ class RouterReference {
   // these on the host in double precision.
   virtual void run(const bf16* X, float* logits, cudaStream_t stream) = 0;
 };
-std::unique_ptr<RouterReference> make_router_reference(const submission::RouterDims&,
-                                                       const submission::RouterWeights&);
+std::unique_ptr<RouterReference> make_router_reference(const submission::RouterDims&, const submission::RouterWeights&);
 
 class MoeReference {
  public:
@@ -57,8 +53,7 @@ class MoeReference {
   virtual void run(const bf16* X, const int32_t* topk_ids, const float* topk_weights, float* out,
                    cudaStream_t stream) = 0;
 };
-std::unique_ptr<MoeReference> make_moe_reference(const submission::MoeDims&,
-                                                 const submission::MoeWeights&);
+std::unique_ptr<MoeReference> make_moe_reference(const submission::MoeDims&, const submission::MoeWeights&);
 
 // ---------------------------------------------------------------- baselines
 // What the speedups are measured against. Their run() follows the
@@ -74,15 +69,13 @@ std::unique_ptr<MoeReference> make_moe_reference(const submission::MoeDims&,
 //           SiLU-and-mul and weighted-combine kernels (moe_batched.cu)
 std::unique_ptr<submission::Pooler> make_pooler_baseline(const submission::PoolerDims&,
                                                          const submission::PoolerWeights&);
-std::unique_ptr<submission::Dense> make_dense_baseline(const submission::DenseDims&,
-                                                       const submission::DenseWeights&);
+std::unique_ptr<submission::Dense> make_dense_baseline(const submission::DenseDims&, const submission::DenseWeights&);
 std::unique_ptr<submission::Router> make_router_baseline(const submission::RouterDims&,
                                                          const submission::RouterWeights&);
 // `name` as reference/baselines.h lists them ("default": the first).
 std::unique_ptr<submission::Moe> make_moe_baseline(const submission::MoeDims&, const submission::MoeWeights&,
                                                    const std::string& name = "default");
-std::unique_ptr<submission::Moe> make_moe_batched_baseline(const submission::MoeDims&,
-                                                           const submission::MoeWeights&);
+std::unique_ptr<submission::Moe> make_moe_batched_baseline(const submission::MoeDims&, const submission::MoeWeights&);
 // The former default: the per-expert counts read back to the host inside
 // run() (one stream sync: cuBLAS's grouped GEMM takes group sizes from host
 // memory), as an eager serving stack does; so the scorer times it without the

@@ -27,11 +27,11 @@ __device__ Best better(Best a, Best b) { return (b.v > a.v || (b.v == a.v && b.i
 // taken. The weights need only the chosen logits: the softmax denominator
 // cancels in the renormalisation, leaving exp(l - lmax) / sum over the top k.
 __global__ void __launch_bounds__(kTopkThreads)
-softmax_topk(const float* __restrict__ logits, int E, int k, int32_t* __restrict__ topk_ids,
-             float* __restrict__ topk_weights) {
+    softmax_topk(const float* __restrict__ logits, int E, int k, int32_t* __restrict__ topk_ids,
+                 float* __restrict__ topk_weights) {
   extern __shared__ float smem[];
-  float* s_logit = smem;                                              // [E]
-  float* s_top = smem + E;                                            // [k] chosen logits
+  float* s_logit = smem;                                                 // [E]
+  float* s_top = smem + E;                                               // [k] chosen logits
   unsigned char* s_taken = reinterpret_cast<unsigned char*>(s_top + k);  // [E]
   __shared__ Best s_warp[kTopkWarps];
 

@@ -24,16 +24,20 @@
 namespace scorer {
 
 enum class ShapeState {
-  scored,    // has timed trials
-  failed,    // status other than "ok"
-  untimed,   // ok without trials (`scorer check`): in no figure, voids nothing
+  scored,   // has timed trials
+  failed,   // status other than "ok"
+  untimed,  // ok without trials (`scorer check`): in no figure, voids nothing
 };
 
 struct RunFigures {
   std::vector<LinearFigure> regimes;  // per regime index
   LinearFigure over_shapes, over_regimes;
-  const LinearFigure& declared(const ScoringRule& rule) const { return rule.aggregate == ScoringRule::Aggregate::regimes ? over_regimes : over_shapes; }
-  const LinearFigure& other(const ScoringRule& rule) const { return rule.aggregate == ScoringRule::Aggregate::regimes ? over_shapes : over_regimes; }
+  const LinearFigure& declared(const ScoringRule& rule) const {
+    return rule.aggregate == ScoringRule::Aggregate::regimes ? over_regimes : over_shapes;
+  }
+  const LinearFigure& other(const ScoringRule& rule) const {
+    return rule.aggregate == ScoringRule::Aggregate::regimes ? over_shapes : over_regimes;
+  }
 };
 
 // The rule a run was scored by: its shapes file's [scoring] table, as the

@@ -29,10 +29,14 @@ struct Window {
 
 const char* during(const TimedCall& c) {
   switch (c.kind) {
-    case TimedCall::floor: return "the floor's timing";
-    case TimedCall::untouched_baseline: return "the untouched baseline";
-    case TimedCall::baseline: return "the baseline";
-    case TimedCall::candidate: break;
+    case TimedCall::floor:
+      return "the floor's timing";
+    case TimedCall::untouched_baseline:
+      return "the untouched baseline";
+    case TimedCall::baseline:
+      return "the baseline";
+    case TimedCall::candidate:
+      break;
   }
   return "the submission's call";
 }
@@ -101,8 +105,8 @@ WindowVerdict judge_windows(const std::vector<TraceRecord>& records, const std::
   }
   for (const Window& w : windows)
     if (w.call->kind == TimedCall::candidate && !w.call->graph)
-      for (const TraceRecord& r : off_stream_records(records_of(groups, w.call->tags.call), w.call->tags.call,
-                                                     scorer_stream))
+      for (const TraceRecord& r :
+           off_stream_records(records_of(groups, w.call->tags.call), w.call->tags.call, scorer_stream))
         found[TimedCall::candidate].add(&w, r, true);
   // The baseline's guard first: it is what protects the speedup's denominator.
   for (TimedCall::Kind k : {TimedCall::baseline, TimedCall::floor, TimedCall::untouched_baseline, TimedCall::candidate})

@@ -25,7 +25,7 @@ namespace scorer {
 struct TimedCall {
   enum Kind { floor, untouched_baseline, baseline, candidate };
   Kind kind = baseline;
-  std::string label;   // how a message names it, e.g. "paired trial 12"
+  std::string label;  // how a message names it, e.g. "paired trial 12"
   CallTags tags;
   bool graph = false;  // replayed from a CUDA graph
 };

@@ -19,8 +19,8 @@ std::string where(size_t i, double got, double want) {
 
 // rel L2, per-element bound and non-finite count over float-valued outputs.
 template <class Get>
-CheckResult check_values(Get got, const double* ref, size_t n, double rel_l2_tol, double elem_rel,
-                         double elem_rms, const char* what) {
+CheckResult check_values(Get got, const double* ref, size_t n, double rel_l2_tol, double elem_rel, double elem_rms,
+                         const char* what) {
   CheckResult r;
   double ref2 = 0;
   for (size_t i = 0; i < n; ++i) ref2 += ref[i] * ref[i];
@@ -62,15 +62,14 @@ CheckResult check_values(Get got, const double* ref, size_t n, double rel_l2_tol
 }  // namespace
 
 CheckResult check_bf16(const uint16_t* out, const double* ref, size_t n, const Bf16Tolerance& tol) {
-  return check_values([&](size_t i) { return double(ref::bf16_to_float(out[i])); }, ref, n,
-                      tol.rel_l2, tol.elem_rel, tol.elem_rms, "output");
+  return check_values([&](size_t i) { return double(ref::bf16_to_float(out[i])); }, ref, n, tol.rel_l2, tol.elem_rel,
+                      tol.elem_rms, "output");
 }
 
-CheckResult check_router(int T, int E, int k, const float* logits, const int32_t* ids,
-                         const float* weights, const double* ref_logits, const double* ref_weights,
-                         const RouterTolerance& tol) {
-  CheckResult r = check_values([&](size_t i) { return double(logits[i]); }, ref_logits,
-                               size_t(T) * E, tol.logits_rel_l2, 0.0, 0.0, "logits");
+CheckResult check_router(int T, int E, int k, const float* logits, const int32_t* ids, const float* weights,
+                         const double* ref_logits, const double* ref_weights, const RouterTolerance& tol) {
+  CheckResult r = check_values([&](size_t i) { return double(logits[i]); }, ref_logits, size_t(T) * E,
+                               tol.logits_rel_l2, 0.0, 0.0, "logits");
   // The per-element logit bound is per token row, so redo that part row by row.
   r.ok = r.nonfinite == 0 && r.rel_l2 <= tol.logits_rel_l2;
   if (r.ok) r.reason.clear();

@@ -81,19 +81,17 @@ struct RouterTolerance {
 
 struct CheckResult {
   bool ok = true;
-  std::string reason;         // first failure, empty when ok
-  double rel_l2 = 0;          // of the main output
-  double max_abs_err = 0;     // of the main output
-  double worst_elem = 0;      // max over elements of |err| / allowed (<= 1 passes)
-  size_t nonfinite = 0;       // NaN/Inf in the output
-  size_t bad_elements = 0;    // elements over their bound
+  std::string reason;       // first failure, empty when ok
+  double rel_l2 = 0;        // of the main output
+  double max_abs_err = 0;   // of the main output
+  double worst_elem = 0;    // max over elements of |err| / allowed (<= 1 passes)
+  size_t nonfinite = 0;     // NaN/Inf in the output
+  size_t bad_elements = 0;  // elements over their bound
 };
 
-CheckResult check_bf16(const uint16_t* out, const double* ref, size_t n,
-                       const Bf16Tolerance& tol = {});
+CheckResult check_bf16(const uint16_t* out, const double* ref, size_t n, const Bf16Tolerance& tol = {});
 
-CheckResult check_router(int T, int E, int k, const float* logits, const int32_t* ids,
-                         const float* weights, const double* ref_logits,
-                         const double* ref_weights, const RouterTolerance& tol = {});
+CheckResult check_router(int T, int E, int k, const float* logits, const int32_t* ids, const float* weights,
+                         const double* ref_logits, const double* ref_weights, const RouterTolerance& tol = {});
 
 }  // namespace scorer

@@ -2,14 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -228,4 +228,3 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
 }
 
 }  // namespace scorer
-

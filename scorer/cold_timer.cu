@@ -175,8 +175,7 @@ double measure_empty_launch_us(ColdTimer& timer, int reps) {
   empty_kernel<<<1, 1, 0, timer.stream()>>>();
   SCORER_CUDA(cudaStreamSynchronize(timer.stream()));
   std::vector<double> t;
-  for (int i = 0; i < reps; ++i)
-    t.push_back(timer.time_us([&] { empty_kernel<<<1, 1, 0, timer.stream()>>>(); }));
+  for (int i = 0; i < reps; ++i) t.push_back(timer.time_us([&] { empty_kernel<<<1, 1, 0, timer.stream()>>>(); }));
   return median(t);
 }
 

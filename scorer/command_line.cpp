@@ -71,7 +71,8 @@ class Command {
     return value(flag, type, help, [to](const std::string& v) { *to = v; });
   }
   Command& flag(const std::string& flag, const std::string& help, bool* to, bool set_to = true) {
-    app_.add_flag_callback(flag, [to, set_to] { *to = set_to; }, help);
+    app_.add_flag_callback(
+        flag, [to, set_to] { *to = set_to; }, help);
     return *this;
   }
 
@@ -128,14 +129,15 @@ void op_choice(const std::string& flag, const std::string& v, bool variant, std:
                      "' (pooler, dense, router, moe_w4a16)");
   if (to->count(op)) throw UsageError("command line: " + flag + ": op " + op + " given twice");
   std::vector<std::string> known;
-  if (variant) known = submission::dev::variants(op);
+  if (variant)
+    known = submission::dev::variants(op);
   else
     for (const reference::BaselineInfo& b : reference::baselines(op)) known.push_back(b.name);
   if (name != "default" && std::find(known.begin(), known.end(), name) == known.end()) {
     std::string list;
     for (auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    throw UsageError("command line: " + flag + ": op " + op + " has no " + (variant ? "variant" : "baseline") +
-                     " '" + printable(name) + "' (known: " + list + ")");
+    throw UsageError("command line: " + flag + ": op " + op + " has no " + (variant ? "variant" : "baseline") + " '" +
+                     printable(name) + "' (known: " + list + ")");
   }
   (*to)[op] = name;
 }
@@ -192,10 +194,10 @@ int64_t parse_whole_number(const std::string& flag, const std::string& v, int64_
 int parse_score_args(const std::vector<std::string>& args, bool timing, ScoreArgs* out) {
   ScoreArgs& o = *out;
   o.run.time = timing;
-  Command c(timing ? "run" : "check",
-            timing ? "scorer run: score shapes: correctness, timing, speedups"
-                   : "scorer check: correctness only (no timing)",
-            kScoreFooter);
+  Command c(
+      timing ? "run" : "check",
+      timing ? "scorer run: score shapes: correctness, timing, speedups" : "scorer check: correctness only (no timing)",
+      kScoreFooter);
   auto whole = [](const char* flag, int64_t lo, int64_t hi, auto* to) {
     return [=](const std::string& v) { *to = decltype(+*to)(parse_whole_number(flag, v, lo, hi)); };
   };
@@ -203,26 +205,30 @@ int parse_score_args(const std::vector<std::string>& args, bool timing, ScoreArg
     return [=](const std::string& v) { *to = parse_number(flag, v, lo, hi) / scale; };
   };
   c.text("--shapes", "FILE", "shapes file (default shapes.toml)", &o.shapes)
-      .value("--filter", "GLOB[,GLOB]", "only shapes whose whole name matches one of the globs (repeatable)",
-             [&](const std::string& v) {
-               if (v.empty()) throw UsageError("command line: --filter: an empty glob matches no shape");
-               for (size_t at = 0;;) {
-                 const size_t comma = std::min(v.find(',', at), v.size());
-                 if (comma == at) throw UsageError("command line: --filter: an empty glob in '" + printable(v) + "'");
-                 o.filters.push_back(v.substr(at, comma - at));
-                 if (comma == v.size()) break;
-                 at = comma + 1;
-               }
-             },
-             true)
-      .value("--regime", "NAME", "only shapes of this regime (repeatable)",
-             [&](const std::string& v) { o.regimes.push_back(v); }, true)
-      .value("--variant", "OP=NAME", "score submission variant NAME for op OP (repeatable; see scorer list)",
-             [&](const std::string& v) { op_choice("--variant", v, true, &o.variants); }, true)
-      .value("--baseline", "OP=NAME",
-             "time against baseline NAME for op OP (repeatable; see scorer list),\n"
-             "e.g. moe=cublas_grouped_sync, the MoE baseline that synchronises",
-             [&](const std::string& v) { op_choice("--baseline", v, false, &o.run.baselines); }, true)
+      .value(
+          "--filter", "GLOB[,GLOB]", "only shapes whose whole name matches one of the globs (repeatable)",
+          [&](const std::string& v) {
+            if (v.empty()) throw UsageError("command line: --filter: an empty glob matches no shape");
+            for (size_t at = 0;;) {
+              const size_t comma = std::min(v.find(',', at), v.size());
+              if (comma == at) throw UsageError("command line: --filter: an empty glob in '" + printable(v) + "'");
+              o.filters.push_back(v.substr(at, comma - at));
+              if (comma == v.size()) break;
+              at = comma + 1;
+            }
+          },
+          true)
+      .value(
+          "--regime", "NAME", "only shapes of this regime (repeatable)",
+          [&](const std::string& v) { o.regimes.push_back(v); }, true)
+      .value(
+          "--variant", "OP=NAME", "score submission variant NAME for op OP (repeatable; see scorer list)",
+          [&](const std::string& v) { op_choice("--variant", v, true, &o.variants); }, true)
+      .value(
+          "--baseline", "OP=NAME",
+          "time against baseline NAME for op OP (repeatable; see scorer list),\n"
+          "e.g. moe=cublas_grouped_sync, the MoE baseline that synchronises",
+          [&](const std::string& v) { op_choice("--baseline", v, false, &o.run.baselines); }, true)
       .value("--seed", "N", "input seed (default 20261129); each replicate's is derived from it",
              whole("--seed", 0, kMaxSeed, &o.run.seed))
       .value("--replicates", "N",
@@ -327,8 +333,7 @@ int parse_merge_args(const std::vector<std::string>& args, MergeArgs* out) {
          "results or the tree depend on unless --force, never anything but a regular file",
          &out->out)
       .flag("--force", "let --out replace a protected plain file", &out->force)
-      .text("--recorded", "FILE", "also show speedups against recorded baseline times, as run does",
-            &out->recorded);
+      .text("--recorded", "FILE", "also show speedups against recorded baseline times, as run does", &out->recorded);
   const int rc = c.parse(args, &out->shards);
   if (rc != kGoOn) return rc;
   OutTarget t;
@@ -343,7 +348,8 @@ int parse_merge_args(const std::vector<std::string>& args, MergeArgs* out) {
 }
 
 int parse_list_args(const std::vector<std::string>& args, ListArgs* out) {
-  Command c("list", "scorer list: the shapes (dims, minimal bytes, FLOPs), each op's submission variants and its baselines",
+  Command c("list",
+            "scorer list: the shapes (dims, minimal bytes, FLOPs), each op's submission variants and its baselines",
             "exit codes: 0 listed, 2 bad input\nlimits: a shapes file of at most 1 MiB\n");
   c.text("--shapes", "FILE", "shapes file (default shapes.toml)", &out->shapes)
       .value("--seed", "N", "input seed the moe routings are drawn from (default 20261129)",
@@ -377,11 +383,12 @@ int parse_diff_args(const std::vector<std::string>& args, DiffArgs* out) {
              "worse: exit 1 when a shape, a regime or the aggregate got worse;\n"
              "any-change: exit 1 when anything changed",
              [&](const std::string& v) {
-               if (v == "worse") out->diff.fail_on = FailOn::worse;
-               else if (v == "any-change") out->diff.fail_on = FailOn::any_change;
+               if (v == "worse")
+                 out->diff.fail_on = FailOn::worse;
+               else if (v == "any-change")
+                 out->diff.fail_on = FailOn::any_change;
                else
-                 throw UsageError("command line: --fail-on: expected worse or any-change, got '" + printable(v) +
-                                  "'");
+                 throw UsageError("command line: --fail-on: expected worse or any-change, got '" + printable(v) + "'");
              });
   return c.parse(args, &out->files);
 }
@@ -398,15 +405,14 @@ int parse_results_dir_args(const std::vector<std::string>& args, const std::stri
 }  // namespace
 
 int parse_select_args(const std::vector<std::string>& args, ResultsDirArgs* out) {
-  return parse_results_dir_args(
-      args, "select",
-      "scorer select [RUN.json]: promotes a run (default DIR/latest.json; DIR defaults to\n"
-      "results) to DIR/best.json, only when it passed correctness on every shape. The\n"
-      "previous best is kept under DIR/history/ and logged in DIR/history/index.tsv; all of\n"
-      "it happens or none of it.",
-      "exit codes: 0 selected, 1 the run did not pass, 2 bad input\n"
-      "limits: results files of at most 128 MiB, history/index.tsv of at most 16 MiB\n",
-      1, out);
+  return parse_results_dir_args(args, "select",
+                                "scorer select [RUN.json]: promotes a run (default DIR/latest.json; DIR defaults to\n"
+                                "results) to DIR/best.json, only when it passed correctness on every shape. The\n"
+                                "previous best is kept under DIR/history/ and logged in DIR/history/index.tsv; all of\n"
+                                "it happens or none of it.",
+                                "exit codes: 0 selected, 1 the run did not pass, 2 bad input\n"
+                                "limits: results files of at most 128 MiB, history/index.tsv of at most 16 MiB\n",
+                                1, out);
 }
 
 int parse_history_args(const std::vector<std::string>& args, ResultsDirArgs* out) {

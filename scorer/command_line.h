@@ -52,7 +52,7 @@ int parse_score_args(const std::vector<std::string>& args, bool timing, ScoreArg
 struct MergeArgs {
   std::vector<std::string> shards;  // SHARD.json...
   std::string out = "results/latest.json", recorded;
-  bool force = false;               // --out may replace a protected plain file (never the selected best)
+  bool force = false;  // --out may replace a protected plain file (never the selected best)
 };
 int parse_merge_args(const std::vector<std::string>& args, MergeArgs* out);
 

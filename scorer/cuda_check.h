@@ -13,8 +13,7 @@ namespace scorer {
 class CudaError : public std::runtime_error {
  public:
   CudaError(cudaError_t code, const std::string& what)
-      : std::runtime_error(what + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")"),
-        code(code) {}
+      : std::runtime_error(what + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")"), code(code) {}
   cudaError_t code;
 };
 

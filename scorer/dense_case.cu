@@ -16,12 +16,18 @@ using submission::bf16;
 class DenseCase final : public OpCase {
  public:
   DenseCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.M, s.N, s.K}, cand_(cand),
-        X_(size_t(s.M) * s.K * 2), ref_dev_(size_t(s.M) * s.N * 4), out_(size_t(s.M) * s.N * 2) {
+      : OpCase(sets, stream),
+        s_(s),
+        dims_{s.M, s.N, s.K},
+        cand_(cand),
+        X_(size_t(s.M) * s.K * 2),
+        ref_dev_(size_t(s.M) * s.N * 4),
+        out_(size_t(s.M) * s.N * 2) {
     for (int i = 0; i < sets; ++i) {
       Set& set = sets_v_.emplace_back();
       set.W = DeviceBuffer(size_t(s.N) * s.K * 2);
-      fill_normal_bf16(set.W.as<bf16>(), size_t(s.N) * s.K, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.K)), stream);
+      fill_normal_bf16(set.W.as<bf16>(), size_t(s.N) * s.K, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.K)),
+                       stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const submission::DenseWeights w{set.W.as<bf16>()};
       set.base = reference::make_dense_baseline(dims_, w);

@@ -29,9 +29,7 @@ GuardedOutput::GuardedOutput(size_t bytes) : buf_(bytes + 2 * kGuardBytes), byte
   SCORER_CUDA(cudaMemset(buf_.as<uint8_t>(), kCanary, bytes + 2 * kGuardBytes));
 }
 
-void GuardedOutput::poison(cudaStream_t s) const {
-  SCORER_CUDA(cudaMemsetAsync(as<uint8_t>(), 0xff, bytes_, s));
-}
+void GuardedOutput::poison(cudaStream_t s) const { SCORER_CUDA(cudaMemsetAsync(as<uint8_t>(), 0xff, bytes_, s)); }
 
 void GuardedOutput::download(void* host, cudaStream_t s) const {
   SCORER_CUDA(cudaMemcpyAsync(host, as<uint8_t>(), bytes_, cudaMemcpyDeviceToHost, s));
@@ -42,8 +40,8 @@ bool GuardedOutput::guards_intact(cudaStream_t s) const {
   std::vector<uint8_t> g(2 * kGuardBytes);
   const uint8_t* base = buf_.as<uint8_t>();
   SCORER_CUDA(cudaMemcpyAsync(g.data(), base, kGuardBytes, cudaMemcpyDeviceToHost, s));
-  SCORER_CUDA(cudaMemcpyAsync(g.data() + kGuardBytes, base + kGuardBytes + bytes_, kGuardBytes,
-                              cudaMemcpyDeviceToHost, s));
+  SCORER_CUDA(
+      cudaMemcpyAsync(g.data() + kGuardBytes, base + kGuardBytes + bytes_, kGuardBytes, cudaMemcpyDeviceToHost, s));
   SCORER_CUDA(cudaStreamSynchronize(s));
   return std::all_of(g.begin(), g.end(), [](uint8_t b) { return b == kCanary; });
 }

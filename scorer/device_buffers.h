@@ -22,7 +22,10 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;  // owns one allocation, freed once
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:
@@ -41,7 +44,10 @@ class GuardedOutput {
 
   GuardedOutput() = default;
   explicit GuardedOutput(size_t bytes);
-  template <class T> T* as() const { return reinterpret_cast<T*>(buf_.as<uint8_t>() + kGuardBytes); }
+  template <class T>
+  T* as() const {
+    return reinterpret_cast<T*>(buf_.as<uint8_t>() + kGuardBytes);
+  }
   size_t bytes() const { return bytes_; }
 
   void poison(cudaStream_t s) const;

@@ -49,8 +49,8 @@ bool DeviceQuiet::wait(double timeout_us) {
   if (s.requested != s.done) return false;  // still inside an earlier wait
   const unsigned ticket = ++s.requested;
   s.cv.notify_all();
-  const bool finished = s.cv.wait_for(lock, std::chrono::duration<double, std::micro>(timeout_us),
-                                      [&] { return s.done >= ticket; });
+  const bool finished =
+      s.cv.wait_for(lock, std::chrono::duration<double, std::micro>(timeout_us), [&] { return s.done >= ticket; });
   if (!finished) return false;
   if (s.result != cudaSuccess) {
     const cudaError_t e = s.result;

@@ -21,10 +21,14 @@ std::string cache_config() {
   const cudaError_t e = cudaDeviceGetCacheConfig(&c);
   if (e != cudaSuccess) return unreadable(e);
   switch (c) {
-    case cudaFuncCachePreferNone: return "prefer none";
-    case cudaFuncCachePreferShared: return "prefer shared";
-    case cudaFuncCachePreferL1: return "prefer L1";
-    case cudaFuncCachePreferEqual: return "prefer equal";
+    case cudaFuncCachePreferNone:
+      return "prefer none";
+    case cudaFuncCachePreferShared:
+      return "prefer shared";
+    case cudaFuncCachePreferL1:
+      return "prefer L1";
+    case cudaFuncCachePreferEqual:
+      return "prefer equal";
   }
   return "config " + std::to_string(int(c));
 }

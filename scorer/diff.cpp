@@ -9,8 +9,8 @@
 #include <set>
 
 #include "scorer/aggregate_rule.h"
-#include "scorer/commands.h"
 #include "scorer/command_line.h"
+#include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/results_json.h"
 #include "scorer/stats.h"
@@ -26,9 +26,12 @@ bool scored(const ShapeResult* s) {
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::better: return "better";
-    case Verdict::worse: return "worse";
-    default: return "same";
+    case Verdict::better:
+      return "better";
+    case Verdict::worse:
+      return "worse";
+    default:
+      return "same";
   }
 }
 
@@ -102,8 +105,13 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const DiffOpti
   for (const ShapeResult& s : latest.shapes) {
     in_latest.insert(s.shape.name);
     auto it = in_best.find(s.shape.name);
-    d.shapes.push_back({s.shape.name, s.shape.regime, Presence::both, &s,
-                        it == in_best.end() ? nullptr : it->second, {}, Verdict::same});
+    d.shapes.push_back({s.shape.name,
+                        s.shape.regime,
+                        Presence::both,
+                        &s,
+                        it == in_best.end() ? nullptr : it->second,
+                        {},
+                        Verdict::same});
   }
   for (const ShapeResult& s : best.shapes)
     if (!in_latest.count(s.shape.name))
@@ -122,10 +130,14 @@ Diff compute_diff(const RunResult& latest, const RunResult& best, const DiffOpti
     }
     const bool l = scored(s.latest), b = scored(s.best);
     if (!s.latest) continue;
-    if (!s.best) s.presence = Presence::only_latest;
-    else if (l && b) s.presence = Presence::both;
-    else if (!l && !b) s.presence = Presence::failed_both;
-    else s.presence = l ? Presence::failed_best : Presence::failed_latest;
+    if (!s.best)
+      s.presence = Presence::only_latest;
+    else if (l && b)
+      s.presence = Presence::both;
+    else if (!l && !b)
+      s.presence = Presence::failed_both;
+    else
+      s.presence = l ? Presence::failed_best : Presence::failed_latest;
     if (s.presence == Presence::failed_latest) {
       s.verdict = Verdict::worse;
       d.regimes[regime_index[s.regime]].failed_latest++;

@@ -49,10 +49,10 @@ constexpr double kFallbackMinChange = 0.01;  // runs without replicates to measu
 constexpr double kMinChangeStandardErrors = 4;
 
 struct DiffOptions {
-  bool force = false;              // compare runs that are not comparable, saying why
+  bool force = false;  // compare runs that are not comparable, saying why
   FailOn fail_on = FailOn::nothing;
-  double level = 0.95;             // of the change's interval
-  double min_change = NAN;         // NaN: measured from the runs' replicates (above)
+  double level = 0.95;      // of the change's interval
+  double min_change = NAN;  // NaN: measured from the runs' replicates (above)
 };
 
 // The verdict on a change of the submission's time (latest / selected, so
@@ -71,7 +71,7 @@ enum class Presence { both, only_latest, only_best, failed_latest, failed_best, 
 // A change between the runs and what it rests on: the fewer replicates of
 // the two (1: the noise inside one run only).
 struct Change {
-  Interval time;               // the submission's time latest / selected
+  Interval time;  // the submission's time latest / selected
   int replicates = 0;
   double baseline_change = 1;  // the baselines' time latest / selected: shown, never a verdict
 };
@@ -87,8 +87,8 @@ struct ShapeDiff {
   Presence presence = Presence::both;
   const ShapeResult* latest = nullptr;  // into the runs given to compute_diff; null when absent
   const ShapeResult* best = nullptr;
-  Change change;                        // when scored in both
-  Verdict verdict = Verdict::same;      // failed only in latest: worse; only in best: better
+  Change change;                    // when scored in both
+  Verdict verdict = Verdict::same;  // failed only in latest: worse; only in best: better
 };
 
 // A regime or the aggregate with a shape that failed only in the latest run

@@ -89,8 +89,8 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
       << "selected: " << run_line(best.meta) << "\n"
       << "verdicts from the submission's own times (latest / selected, 95% intervals); the baselines' times are "
          "shown, never decide\n\n";
-  TextTable table({"shape", "regime", "speedup latest", "speedup selected", "submission time", "verdict",
-                   "baseline time"});
+  TextTable table(
+      {"shape", "regime", "speedup latest", "speedup selected", "submission time", "verdict", "baseline time"});
   int within_run_only = 0;
   for (const ShapeDiff& s : d.shapes) {
     std::string change, verdict, baseline;
@@ -101,11 +101,21 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
         baseline = percent_text(s.change.baseline_change);
         within_run_only += s.change.replicates < 2;
         break;
-      case Presence::only_latest: verdict = "only in latest"; break;
-      case Presence::only_best: verdict = "only in selected"; break;
-      case Presence::failed_latest: verdict = "worse: failed in latest"; break;
-      case Presence::failed_best: verdict = "better: failed in selected"; break;
-      case Presence::failed_both: verdict = "failed in both"; break;
+      case Presence::only_latest:
+        verdict = "only in latest";
+        break;
+      case Presence::only_best:
+        verdict = "only in selected";
+        break;
+      case Presence::failed_latest:
+        verdict = "worse: failed in latest";
+        break;
+      case Presence::failed_best:
+        verdict = "better: failed in selected";
+        break;
+      case Presence::failed_both:
+        verdict = "failed in both";
+        break;
     }
     table.add({s.name, s.regime, shape_cell(s.latest), shape_cell(s.best), change, verdict, baseline});
   }
@@ -130,8 +140,8 @@ int print_diff(std::ostream& out, const RunResult& latest, const RunResult& best
   for (const RegimeDiff& r : d.regimes)
     if (r.verdict == Verdict::worse)
       out << "WARNING: regime " << r.name << " got worse ("
-          << (r.failed_latest ? failed_text(r.failed_latest) : "submission time " + interval_text(r.change.time))
-          << ")" << although << "\n";
+          << (r.failed_latest ? failed_text(r.failed_latest) : "submission time " + interval_text(r.change.time)) << ")"
+          << although << "\n";
   for (const ShapeDiff& s : d.shapes)
     if (s.presence == Presence::failed_latest)
       out << "WARNING: shape " << s.name << " failed in latest (" << s.latest->status

@@ -78,14 +78,16 @@ std::vector<std::vector<ShapeResult>> score_on_lanes(size_t shapes, const std::v
       items[work[k].shape].push_back(std::move(r));
     }
   };
-  if (lanes <= 1) lane_loop(0);  // one GPU: no thread, the items in list order
-  else run_in_parallel(lanes, lane_loop);
+  if (lanes <= 1)
+    lane_loop(0);  // one GPU: no thread, the items in list order
+  else
+    run_in_parallel(lanes, lane_loop);
   for (std::vector<ShapeResult>& it : items) trim_after_failure(it);
   return items;
 }
 
-void assemble_run(RunResult& run, const std::vector<Shape>& shapes,
-                  const std::vector<std::vector<ShapeResult>>& items, int replicates, bool timed) {
+void assemble_run(RunResult& run, const std::vector<Shape>& shapes, const std::vector<std::vector<ShapeResult>>& items,
+                  int replicates, bool timed) {
   run.shapes.clear();
   for (size_t i = 0; i < shapes.size(); ++i)
     if (!items.at(i).empty()) run.shapes.push_back(assemble_shape(shapes[i], items[i], replicates));

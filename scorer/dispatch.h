@@ -53,7 +53,7 @@ void trim_after_failure(std::vector<ShapeResult>& items);
 // timers' agreement by the largest empty-launch cost of the GPUs the shape
 // ran on (meta.gpus, else meta.empty_launch_us), and the disturbed baseline.
 // Sets run.shapes; the statistics are left to compute_statistics.
-void assemble_run(RunResult& run, const std::vector<Shape>& shapes,
-                  const std::vector<std::vector<ShapeResult>>& items, int replicates, bool timed);
+void assemble_run(RunResult& run, const std::vector<Shape>& shapes, const std::vector<std::vector<ShapeResult>>& items,
+                  int replicates, bool timed);
 
 }  // namespace scorer

@@ -51,7 +51,7 @@ std::string read_input_file(const std::string& path, size_t max_bytes, const std
     int fd;
     ~Closer() { close(fd); }
   } closer{fd};
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) throw InputError(printable(path) + ": cannot read: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw InputError(printable(path) + ": cannot read: " + std::strerror(EISDIR));
   if (!S_ISREG(st.st_mode))
@@ -80,7 +80,7 @@ std::string read_input_file(const std::string& path, size_t max_bytes, const std
 }
 
 void require_regular_or_absent(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return;
     fail(path, errno);

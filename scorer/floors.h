@@ -16,8 +16,7 @@ namespace scorer {
 // Median µs of the fastest of several launch configurations (blocks per SM,
 // threads per block) reading `bytes` once with 16-byte loads, 4 in flight per
 // thread. `buffer` holds at least `bytes`.
-double measure_read_floor_us(size_t bytes, const DeviceBuffer& buffer, ColdTimer& timer,
-                             int reps = 15);
+double measure_read_floor_us(size_t bytes, const DeviceBuffer& buffer, ColdTimer& timer, int reps = 15);
 
 // Device-to-device copy bandwidth in GB/s, counting bytes read plus written
 // (1 GiB copied, median of 10).

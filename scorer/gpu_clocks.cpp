@@ -21,9 +21,15 @@ using NvmlErrorString = const char* (*)(int);
 constexpr int kClockSm = 1, kClockMem = 2;
 
 // The reason bits, in bit order.
-const char* const kReasonNames[] = {"gpu_idle",           "applications_clocks_setting", "sw_power_cap",
-                                    "hw_slowdown",        "sync_boost",                  "sw_thermal_slowdown",
-                                    "hw_thermal_slowdown", "hw_power_brake_slowdown",    "display_clock_setting"};
+const char* const kReasonNames[] = {"gpu_idle",
+                                    "applications_clocks_setting",
+                                    "sw_power_cap",
+                                    "hw_slowdown",
+                                    "sync_boost",
+                                    "sw_thermal_slowdown",
+                                    "hw_thermal_slowdown",
+                                    "hw_power_brake_slowdown",
+                                    "display_clock_setting"};
 // sw_power_cap, hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown.
 constexpr uint64_t kThrottling = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
 

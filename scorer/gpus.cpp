@@ -41,11 +41,18 @@ nlohmann::json gpu_info_json(int device) {
 }
 
 nlohmann::json meta_json(const RunMeta& m) {
-  return {{"gpu_name", m.gpu_name}, {"sm_count", m.sm_count}, {"l2_bytes", m.l2_bytes},
-          {"driver_version", m.driver_version}, {"runtime_version", m.runtime_version},
-          {"sm_clock_mhz_start", m.sm_clock_mhz_start}, {"mem_clock_mhz_start", m.mem_clock_mhz_start},
-          {"throttle_reasons", m.throttle_reasons}, {"nvml", m.nvml}, {"copy_gbps", m.copy_gbps},
-          {"matrix_tflops", m.matrix_tflops}, {"empty_launch_us", m.empty_launch_us}};
+  return {{"gpu_name", m.gpu_name},
+          {"sm_count", m.sm_count},
+          {"l2_bytes", m.l2_bytes},
+          {"driver_version", m.driver_version},
+          {"runtime_version", m.runtime_version},
+          {"sm_clock_mhz_start", m.sm_clock_mhz_start},
+          {"mem_clock_mhz_start", m.mem_clock_mhz_start},
+          {"throttle_reasons", m.throttle_reasons},
+          {"nvml", m.nvml},
+          {"copy_gbps", m.copy_gbps},
+          {"matrix_tflops", m.matrix_tflops},
+          {"empty_launch_us", m.empty_launch_us}};
 }
 
 void apply_meta(RunMeta& m, const nlohmann::json& j) {
@@ -70,8 +77,8 @@ std::string gpu_label(size_t i, const GpuInfo& g) {
 
 // `what` of GPU i against the median of every GPU's (one outlier does not
 // move it), or against the other one's where there are two.
-void outlier(std::vector<std::string>& out, const std::vector<GpuInfo>& gpus, size_t i,
-             double GpuInfo::*field, const char* what, const char* unit, double tolerance) {
+void outlier(std::vector<std::string>& out, const std::vector<GpuInfo>& gpus, size_t i, double GpuInfo::*field,
+             const char* what, const char* unit, double tolerance) {
   std::vector<double> all;
   for (size_t k = 0; k < gpus.size(); ++k)
     if (gpus[k].*field > 0 && (gpus.size() > 2 || k != i)) all.push_back(gpus[k].*field);
@@ -81,8 +88,8 @@ void outlier(std::vector<std::string>& out, const std::vector<GpuInfo>& gpus, si
   if (!(std::fabs(d) > tolerance)) return;
   char b[256];
   std::snprintf(b, sizeof b, "%s: %s %.4g %s is %.1f%% %s %s %.4g %s", gpu_label(i, gpus[i]).c_str(), what, v, unit,
-                100 * std::fabs(d), d > 0 ? "above" : "below",
-                gpus.size() > 2 ? "the GPUs' median" : "the other GPU's", m, unit);
+                100 * std::fabs(d), d > 0 ? "above" : "below", gpus.size() > 2 ? "the GPUs' median" : "the other GPU's",
+                m, unit);
   out.push_back(b);
 }
 
@@ -178,13 +185,15 @@ std::vector<GpuLane> start_lanes(const GpuChoice& choice, const RunMeta& base, b
     lanes.push_back({GpuInfo{}, base, ""});
   } else {
     // Listed in a child: the parent stays without CUDA.
-    const nlohmann::json listed = gpu_child([] {
-      int n = 0;
-      SCORER_CUDA(cudaGetDeviceCount(&n));
-      nlohmann::json j = nlohmann::json::array();
-      for (int d = 0; d < n; ++d) j.push_back(gpu_info_json(d));
-      return nlohmann::json{{"gpus", j}};
-    }, 120, failure);
+    const nlohmann::json listed = gpu_child(
+        [] {
+          int n = 0;
+          SCORER_CUDA(cudaGetDeviceCount(&n));
+          nlohmann::json j = nlohmann::json::array();
+          for (int d = 0; d < n; ++d) j.push_back(gpu_info_json(d));
+          return nlohmann::json{{"gpus", j}};
+        },
+        120, failure);
     if (listed.is_null()) return {};
     const nlohmann::json& all = listed["gpus"];
     for (int d : chosen_devices(choice, int(all.size()), bad_choice)) {
@@ -199,23 +208,25 @@ std::vector<GpuLane> start_lanes(const GpuChoice& choice, const RunMeta& base, b
   std::vector<std::string> failures(lanes.size()), no_trace(lanes.size());
   run_in_parallel(lanes.size(), [&](size_t i) {
     GpuLane& lane = lanes[i];
-    const nlohmann::json cal = gpu_child([&] {
-      RunMeta m;
-      nlohmann::json j;
-      // CUPTI first, before the process has done CUDA work: a trace that cannot
-      // start here would not start in a shape's process either.
-      if (probe_trace) {
-        try {
-          KernelTrace probe;
-        } catch (const TraceUnavailable& e) {
-          j["trace_unavailable"] = e.what();
-        }
-      }
-      calibrate(m);
-      j.update(meta_json(m));
-      j["info"] = gpu_info_json(0);
-      return j;
-    }, 300, &failures[i], lane.visible);
+    const nlohmann::json cal = gpu_child(
+        [&] {
+          RunMeta m;
+          nlohmann::json j;
+          // CUPTI first, before the process has done CUDA work: a trace that cannot
+          // start here would not start in a shape's process either.
+          if (probe_trace) {
+            try {
+              KernelTrace probe;
+            } catch (const TraceUnavailable& e) {
+              j["trace_unavailable"] = e.what();
+            }
+          }
+          calibrate(m);
+          j.update(meta_json(m));
+          j["info"] = gpu_info_json(0);
+          return j;
+        },
+        300, &failures[i], lane.visible);
     if (cal.is_null()) return;
     apply_meta(lane.meta, cal);
     if (cal.contains("trace_unavailable")) no_trace[i] = cal["trace_unavailable"].get<std::string>();
@@ -241,10 +252,12 @@ std::vector<GpuLane> start_lanes(const GpuChoice& choice, const RunMeta& base, b
 void read_end_clocks(std::vector<GpuLane>& lanes) {
   run_in_parallel(lanes.size(), [&](size_t i) {
     std::string failure;
-    const nlohmann::json end = gpu_child([] {
-      const ClockReading c = read_clocks_now();
-      return nlohmann::json{{"sm", c.sm_mhz}, {"mem", c.mem_mhz}, {"reasons", c.reasons}};
-    }, 120, &failure, lanes[i].visible);
+    const nlohmann::json end = gpu_child(
+        [] {
+          const ClockReading c = read_clocks_now();
+          return nlohmann::json{{"sm", c.sm_mhz}, {"mem", c.mem_mhz}, {"reasons", c.reasons}};
+        },
+        120, &failure, lanes[i].visible);
     if (end.is_null()) return;
     RunMeta& m = lanes[i].meta;
     m.sm_clock_mhz_end = end["sm"].get<double>();
@@ -265,8 +278,8 @@ std::vector<std::string> gpu_outliers(const std::vector<GpuInfo>& gpus, double t
 std::string clocks_line(double sm, double mem, uint64_t reasons, const std::string& nvml) {
   std::string s = "SM " + std::to_string(int(sm + 0.5)) + " MHz";
   if (!nvml.empty()) return s + " (NVML unavailable: " + nvml + ")";
-  return s + ", memory " + std::to_string(int(mem + 0.5)) + " MHz, clock event reasons: " +
-         throttle_reason_names(reasons);
+  return s + ", memory " + std::to_string(int(mem + 0.5)) +
+         " MHz, clock event reasons: " + throttle_reason_names(reasons);
 }
 
 void print_gpu_header(std::ostream& err, const std::vector<GpuLane>& lanes) {
@@ -275,8 +288,8 @@ void print_gpu_header(std::ostream& err, const std::vector<GpuLane>& lanes) {
     const RunMeta& m = lanes[i].meta;
     infos.push_back(lanes[i].info);
     err << "scorer: " << (lanes.size() > 1 ? gpu_label(i, lanes[i].info) + " " : "") << m.gpu_name << ", copy "
-        << int(m.copy_gbps) << " GB/s, bf16 " << int(m.matrix_tflops) << " TFLOP/s, empty launch "
-        << m.empty_launch_us << " us\nscorer:   clocks "
+        << int(m.copy_gbps) << " GB/s, bf16 " << int(m.matrix_tflops) << " TFLOP/s, empty launch " << m.empty_launch_us
+        << " us\nscorer:   clocks "
         << clocks_line(m.sm_clock_mhz_start, m.mem_clock_mhz_start, m.throttle_reasons, m.nvml) << "\n";
   }
   for (const std::string& f : gpu_outliers(infos))

@@ -16,10 +16,10 @@ namespace scorer {
 
 // What --gpus asked for: every GPU, the first N, or a list of ordinals.
 struct GpuChoice {
-  bool given = false;      // false: the default, GPU 0 as the process finds it, no CUDA_VISIBLE_DEVICES set
+  bool given = false;  // false: the default, GPU 0 as the process finds it, no CUDA_VISIBLE_DEVICES set
   bool all = false;
-  int count = 0;           // "N": the first N
-  std::vector<int> list;   // "0,2,5": these ordinals
+  int count = 0;          // "N": the first N
+  std::vector<int> list;  // "0,2,5": these ordinals
 };
 
 // Parses "all", "N" or "I,J,...". Throws std::invalid_argument with the

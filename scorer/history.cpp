@@ -36,9 +36,7 @@ void select_step(const std::string& step) {
 
 const char* kIndexHeader = "# time\tcommit\tdirty\taggregate\tlo\thi\tfile\tevent\n";
 
-[[noreturn]] void sys_fail(const std::string& what) {
-  throw std::runtime_error(what + ": " + std::strerror(errno));
-}
+[[noreturn]] void sys_fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
 
 std::string read_file(const std::string& path, size_t max_bytes = kMaxResultsFileBytes) {
   return read_input_file(path, max_bytes, max_bytes == kMaxIndexFileBytes ? "a history index" : "a results file");
@@ -112,10 +110,10 @@ std::string archive_base(const RunMeta& m) {
 
 std::string summary(const RunResult& run) {
   char b[128];
-  std::snprintf(b, sizeof b, "aggregate %.4fx [%.4f, %.4f]", run.aggregate.point, run.aggregate.lo,
-                run.aggregate.hi);
+  std::snprintf(b, sizeof b, "aggregate %.4fx [%.4f, %.4f]", run.aggregate.point, run.aggregate.lo, run.aggregate.hi);
   std::string commit = run.meta.git_commit.empty() ? "no commit" : run.meta.git_commit.substr(0, 12);
-  return std::string(b) + ", " + one_field(run.meta.started_at) + ", " + commit + (run.meta.git_dirty ? " (dirty)" : "");
+  return std::string(b) + ", " + one_field(run.meta.started_at) + ", " + commit +
+         (run.meta.git_dirty ? " (dirty)" : "");
 }
 
 double number_field(const std::string& s, const std::string& where, const char* field) {
@@ -147,8 +145,8 @@ std::vector<HistoryEntry> load_history(const std::string& results_dir) {
     const std::string where = path + ":" + std::to_string(n);
     static const char* names[] = {"time", "commit", "dirty", "aggregate", "lo", "hi", "file", "event"};
     if (f.size() != 8)
-      throw InputError(where + ": field '" + names[std::min<size_t>(f.size(), 7)] + "': expected 8 tab-separated fields, got " +
-                       std::to_string(f.size()));
+      throw InputError(where + ": field '" + names[std::min<size_t>(f.size(), 7)] +
+                       "': expected 8 tab-separated fields, got " + std::to_string(f.size()));
     HistoryEntry e;
     e.line = n;
     e.time = f[0];
@@ -191,8 +189,7 @@ class DirLock {
   int fd_;
 };
 
-int select_run(const std::string& run_path, const std::string& results_dir, std::ostream& out,
-               std::ostream& err) {
+int select_run(const std::string& run_path, const std::string& results_dir, std::ostream& out, std::ostream& err) {
   const std::string best_path = results_dir + "/best.json";
   const std::string history_dir = results_dir + "/history";
   try {
@@ -262,8 +259,10 @@ int select_run(const std::string& run_path, const std::string& results_dir, std:
       if (rename(best_tmp.c_str(), best_path.c_str()) != 0) sys_fail(best_path);
     } catch (...) {
       if (index_replaced) {
-        if (had_index) write_file_atomic(index, old_index);
-        else unlink(index.c_str());
+        if (had_index)
+          write_file_atomic(index, old_index);
+        else
+          unlink(index.c_str());
       }
       if (!archived.empty()) unlink(archived.c_str());
       for (const std::string& t : temporaries) unlink(t.c_str());
@@ -324,8 +323,7 @@ int print_history(const std::string& results_dir, std::ostream& out, std::ostrea
 int select_main(const std::vector<std::string>& args) {
   ResultsDirArgs a;
   if (const int rc = parse_select_args(args, &a); rc != kGoOn) return rc;
-  return select_run(a.files.empty() ? a.results_dir + "/latest.json" : a.files[0], a.results_dir, std::cout,
-                    std::cerr);
+  return select_run(a.files.empty() ? a.results_dir + "/latest.json" : a.files[0], a.results_dir, std::cout, std::cerr);
 }
 
 int history_main(const std::vector<std::string>& args) {

@@ -29,9 +29,9 @@ struct HistoryEntry {
   std::string commit;  // its meta.git_commit, "-" when none
   bool dirty = false;
   double aggregate = 0, lo = 0, hi = 0;
-  std::string file;    // relative to DIR
-  std::string event;   // "selected" or "retired"
-  int line = 0;        // in index.tsv
+  std::string file;   // relative to DIR
+  std::string event;  // "selected" or "retired"
+  int line = 0;       // in index.tsv
 };
 
 // Reads DIR/history/index.tsv; empty when there is none. Throws InputError
@@ -42,8 +42,7 @@ std::vector<HistoryEntry> load_history(const std::string& results_dir);
 // correctness on every shape. Returns kExitOk (also when it already is the
 // selected run), kExitIncorrect when it did not pass, kExitBadInput on bad
 // input; messages go to `out` and errors, one line each, to `err`.
-int select_run(const std::string& run_path, const std::string& results_dir, std::ostream& out,
-               std::ostream& err);
+int select_run(const std::string& run_path, const std::string& results_dir, std::ostream& out, std::ostream& err);
 
 // For tests: called with "archived", "prepared" and "indexed" as select
 // reaches each step of its commit; a hook that throws makes that step fail.

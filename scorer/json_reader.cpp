@@ -119,8 +119,8 @@ class Locator : public nlohmann::json_sax<json> {
       Frame& parent = stack_.back();
       const size_t depth = stack_.size() - 1;
       if (parent.array) {
-        matches = parent.matches && depth < target_.size() && target_[depth].is_index &&
-                  target_[depth].index == parent.next;
+        matches =
+            parent.matches && depth < target_.size() && target_[depth].is_index && target_[depth].index == parent.next;
         ++parent.next;
       } else {
         matches = parent.key_matches;
@@ -157,7 +157,7 @@ std::string syntax_reason(const std::string& what) {
   const size_t col = what.find(", column ");
   const size_t colon = col == std::string::npos ? col : what.find(": ", col);
   const size_t bracket = what.rfind("] ", what.find(' '));
-  const std::string reason = colon != std::string::npos ? what.substr(colon + 2)
+  const std::string reason = colon != std::string::npos     ? what.substr(colon + 2)
                              : bracket != std::string::npos ? what.substr(bracket + 2)
                                                             : what;
   return reason.rfind("syntax error", 0) == 0 ? reason : "syntax error: " + reason;

@@ -7,10 +7,10 @@
 // time and memory linear in the text, however deeply it nests.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,9 +55,7 @@ class Obj {
   }
 
   std::string path(const char* key) const { return member_path(at_, key); }
-  [[noreturn]] void fail(const char* key, const std::string& msg) const {
-    rd_.fail(path(key), msg);
-  }
+  [[noreturn]] void fail(const char* key, const std::string& msg) const { rd_.fail(path(key), msg); }
 
   const json& get(const char* key) {
     const auto it = j_.find(key);
@@ -65,18 +63,14 @@ class Obj {
     used_.insert(key);
     return *it;
   }
-  Obj object(const char* key) {
-    return Obj(rd_, get_typed(key, &json::is_object, "an object"), path(key));
-  }
+  Obj object(const char* key) { return Obj(rd_, get_typed(key, &json::is_object, "an object"), path(key)); }
   // Strings come back printable (control characters escaped, shapes.h):
   // whatever a file holds, a message that shows it stays one line.
   std::string str(const char* key) {
     return printable(get_typed(key, &json::is_string, "a string").get<std::string>());
   }
   bool has(const char* key) const { return j_.contains(key); }
-  bool boolean(const char* key) {
-    return get_typed(key, &json::is_boolean, "a boolean").get<bool>();
-  }
+  bool boolean(const char* key) { return get_typed(key, &json::is_boolean, "a boolean").get<bool>(); }
   // A field added after the schema's version 1: absent in older files.
   bool boolean_or(const char* key, bool absent) { return j_.contains(key) ? boolean(key) : absent; }
   // null stands for NaN: nlohmann-json writes a non-finite number as null.
@@ -88,10 +82,9 @@ class Obj {
   }
   int integer(const char* key) {
     const json& v = get_typed(key, &json::is_number_integer, "an integer");
-    const bool fits = v.is_number_unsigned()
-                          ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
-                          : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
-                                v.get<int64_t>() <= std::numeric_limits<int>::max();
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                                             : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                                   v.get<int64_t>() <= std::numeric_limits<int>::max();
     if (!fits) fail(key, "integer out of range (got " + v.dump() + ")");
     return v.get<int>();
   }

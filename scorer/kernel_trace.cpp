@@ -83,8 +83,8 @@ const Cupti& cupti() {
     // writes older, shorter ones.
     uint32_t v = 0;
     if (c.get_version(&v) != CUPTI_SUCCESS || v < CUPTI_API_VERSION)
-      c.why = "CUPTI API version " + std::to_string(v) + " is older than the " +
-              std::to_string(CUPTI_API_VERSION) + " this scorer was built with";
+      c.why = "CUPTI API version " + std::to_string(v) + " is older than the " + std::to_string(CUPTI_API_VERSION) +
+              " this scorer was built with";
   });
   return c;
 }
@@ -95,16 +95,16 @@ constexpr size_t kBufferBytes = 4u << 20;
 // The activity kinds recorded. The API kinds are there because CUPTI links
 // a pushed tag to the API call's record, whose correlation id the work it
 // launched carries; the API records themselves are not kept.
-const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                     CUPTI_ACTIVITY_KIND_MEMSET,             CUPTI_ACTIVITY_KIND_RUNTIME,
-                                     CUPTI_ACTIVITY_KIND_DRIVER,             CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+const CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 // What CUPTI's worker thread hands over, guarded by `mutex`.
 struct Collected {
   std::mutex mutex;
   std::vector<TraceRecord> records;
-  std::vector<uint32_t> correlation;               // records[i]'s correlation id
-  std::unordered_map<uint32_t, uint64_t> tag_of;   // correlation id -> tag
+  std::vector<uint32_t> correlation;              // records[i]'s correlation id
+  std::unordered_map<uint32_t, uint64_t> tag_of;  // correlation id -> tag
 };
 Collected* g_collected = nullptr;
 std::atomic<bool> g_active{false};
@@ -191,7 +191,9 @@ KernelTrace::~KernelTrace() {
   g_active = false;
 }
 
-void KernelTrace::tag(uint64_t t) { check(cupti(), cupti().push_id(kTagKind, t), "cuptiActivityPushExternalCorrelationId"); }
+void KernelTrace::tag(uint64_t t) {
+  check(cupti(), cupti().push_id(kTagKind, t), "cuptiActivityPushExternalCorrelationId");
+}
 
 void KernelTrace::untag() {
   uint64_t last = 0;
@@ -241,9 +243,8 @@ CallTrace trace_of_call(const std::vector<TraceRecord>& records, uint64_t tag) {
   return c;
 }
 
-std::vector<TraceRecord> foreign_records(const std::vector<TraceRecord>& records,
-                                         const std::vector<uint64_t>& allowed, uint64_t from_ns,
-                                         uint64_t to_ns) {
+std::vector<TraceRecord> foreign_records(const std::vector<TraceRecord>& records, const std::vector<uint64_t>& allowed,
+                                         uint64_t from_ns, uint64_t to_ns) {
   std::vector<TraceRecord> out;
   for (const TraceRecord& r : records) {
     if (r.end_ns <= from_ns || r.start_ns >= to_ns) continue;
@@ -253,8 +254,7 @@ std::vector<TraceRecord> foreign_records(const std::vector<TraceRecord>& records
   return out;
 }
 
-std::vector<TraceRecord> off_stream_records(const std::vector<TraceRecord>& records, uint64_t tag,
-                                            uint32_t stream) {
+std::vector<TraceRecord> off_stream_records(const std::vector<TraceRecord>& records, uint64_t tag, uint32_t stream) {
   std::vector<TraceRecord> out;
   for (const TraceRecord& r : records)
     if (r.tag == tag && r.stream != stream) out.push_back(r);

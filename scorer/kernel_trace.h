@@ -31,11 +31,11 @@ namespace scorer {
 struct TraceRecord {
   enum Kind : uint8_t { kernel, copy, set };
   Kind kind = kernel;
-  uint32_t stream = 0;      // CUPTI's id of the stream it ran on (KernelTrace::stream_id)
-  uint64_t start_ns = 0;    // on the device's clock (KernelTrace::now_ns)
+  uint32_t stream = 0;    // CUPTI's id of the stream it ran on (KernelTrace::stream_id)
+  uint64_t start_ns = 0;  // on the device's clock (KernelTrace::now_ns)
   uint64_t end_ns = 0;
-  uint64_t tag = 0;         // the tag pushed around the API call that launched it; 0: none
-  std::string name;         // a kernel's name as compiled; "copy" or "set"
+  uint64_t tag = 0;  // the tag pushed around the API call that launched it; 0: none
+  std::string name;  // a kernel's name as compiled; "copy" or "set"
 };
 
 class TraceUnavailable : public std::runtime_error {
@@ -71,21 +71,19 @@ class KernelTrace {
 
 // One tagged call as the device ran it.
 struct CallTrace {
-  int records = 0;            // records carrying the call's tag
-  double kernel_us = 0;       // the sum of its kernels' durations
-  double span_us = 0;         // its first start to its last end (kernels, copies, sets); 0 without records
+  int records = 0;       // records carrying the call's tag
+  double kernel_us = 0;  // the sum of its kernels' durations
+  double span_us = 0;    // its first start to its last end (kernels, copies, sets); 0 without records
   uint64_t first_start_ns = 0, last_end_ns = 0;
 };
 CallTrace trace_of_call(const std::vector<TraceRecord>& records, uint64_t tag);
 
 // Records that overlap [from_ns, to_ns] and carry none of the `allowed` tags.
-std::vector<TraceRecord> foreign_records(const std::vector<TraceRecord>& records,
-                                         const std::vector<uint64_t>& allowed, uint64_t from_ns,
-                                         uint64_t to_ns);
+std::vector<TraceRecord> foreign_records(const std::vector<TraceRecord>& records, const std::vector<uint64_t>& allowed,
+                                         uint64_t from_ns, uint64_t to_ns);
 
 // Records tagged `tag` that ran on a stream other than `stream`.
-std::vector<TraceRecord> off_stream_records(const std::vector<TraceRecord>& records, uint64_t tag,
-                                            uint32_t stream);
+std::vector<TraceRecord> off_stream_records(const std::vector<TraceRecord>& records, uint64_t tag, uint32_t stream);
 
 // What a failure message says of a record, relative to a window:
 // "kernel 'name' on stream 13 (41.2 us, 35.0 us of it inside the window)".

@@ -46,9 +46,9 @@ int main(int argc, char** argv) {
   }
   using Main = int (*)(const std::vector<std::string>&);
   const std::pair<const char*, Main> commands[] = {
-      {"run", run_main},           {"check", check_main},   {"list", list_main},     {"diff", diff_main},
-      {"select", select_main},     {"history", history_main}, {"report", report_main}, {"merge", merge_main},
-      {"package", package_main}};
+      {"run", run_main},       {"check", check_main},   {"list", list_main},
+      {"diff", diff_main},     {"select", select_main}, {"history", history_main},
+      {"report", report_main}, {"merge", merge_main},   {"package", package_main}};
   for (const auto& [name, command] : commands)
     if (cmd == name) return guarded(cmd, [&, command = command] { return command(args); });
   std::cerr << "command line: unknown command '" << cmd << "' (see scorer --help)\n";

@@ -50,8 +50,9 @@ void check_same_run(const std::vector<ShardFile>& shards) {
         fail(f, std::string("meta.") + key,
              shown(mj[key]) + ", but " + first.path + " has " + shown(m0[key]) + " (the shards of one run share it)");
     if (m.shard.count != first.run.meta.shard.count)
-      fail(f, "meta.shard.count", "shard of " + std::to_string(m.shard.count) + ", but " + first.path +
-                                      " is a shard of " + std::to_string(first.run.meta.shard.count));
+      fail(f, "meta.shard.count",
+           "shard of " + std::to_string(m.shard.count) + ", but " + first.path + " is a shard of " +
+               std::to_string(first.run.meta.shard.count));
     if (m.shard.shapes != first.run.meta.shard.shapes)
       fail(f, "meta.shard.shapes", "other shapes than " + first.path + "'s (the shards of one run select the same)");
     const auto [it, fresh] = by_index.emplace(m.shard.index, &f);
@@ -60,8 +61,9 @@ void check_same_run(const std::vector<ShardFile>& shards) {
   }
   for (int i = 1; i <= first.run.meta.shard.count; ++i)
     if (!by_index.count(i))
-      fail(first, "meta.shard.count", std::to_string(first.run.meta.shard.count) + " shards, but shard " +
-                                          std::to_string(i) + " is not among the files given");
+      fail(first, "meta.shard.count",
+           std::to_string(first.run.meta.shard.count) + " shards, but shard " + std::to_string(i) +
+               " is not among the files given");
 }
 
 // Every (shape, replicate) of the run in exactly one shard.
@@ -71,8 +73,9 @@ void check_units(const std::vector<ShardFile>& shards) {
     for (const ShardUnit& u : f.run.meta.shard.units) {
       const auto [it, fresh] = owner.emplace(std::make_pair(u.shape, u.replicate), &f);
       if (!fresh)
-        fail(f, "meta.shard.units", unit_name(u.shape, u.replicate) + " is also in " + it->second->path +
-                                        " (shards overlap: were they cut with the same shard count and shapes?)");
+        fail(f, "meta.shard.units",
+             unit_name(u.shape, u.replicate) + " is also in " + it->second->path +
+                 " (shards overlap: were they cut with the same shard count and shapes?)");
     }
   const RunMeta& m = shards[0].run.meta;
   for (const std::string& s : m.shard.shapes)
@@ -128,10 +131,11 @@ RunResult merge_shards(const std::vector<ShardFile>& shards, const std::string& 
         const std::string at = "shapes[" + std::to_string(i) + "].replicates[" + std::to_string(k) + "]";
         const auto u = units.find({r.shape.name, p.index});
         if (u == units.end() || !u->second->scored)
-          fail(*f, at + ".index", unit_name(r.shape.name, p.index) + " is not a scored unit of this shard (meta.shard.units)");
+          fail(*f, at + ".index",
+               unit_name(r.shape.name, p.index) + " is not a scored unit of this shard (meta.shard.units)");
         if (p.gpu < 0 || size_t(p.gpu) >= gpu_at.size())
-          fail(*f, at + ".gpu", "GPU " + std::to_string(p.gpu) + ", but meta.gpus lists " +
-                                    std::to_string(gpu_at.size()));
+          fail(*f, at + ".gpu",
+               "GPU " + std::to_string(p.gpu) + ", but meta.gpus lists " + std::to_string(gpu_at.size()));
         seen.insert({r.shape.name, p.index});
         ShapeResult item;  // as the replicate's process returned it (replicates.h: assemble_shape)
         item.shape = r.shape;
@@ -147,7 +151,8 @@ RunResult merge_shards(const std::vector<ShardFile>& shards, const std::string& 
     }
     for (const ShardUnit& u : m.shard.units)
       if (u.scored && !seen.count({u.shape, u.replicate}))
-        fail(*f, "meta.shard.units", unit_name(u.shape, u.replicate) + " is marked scored, but shapes[] holds no such replicate");
+        fail(*f, "meta.shard.units",
+             unit_name(u.shape, u.replicate) + " is marked scored, but shapes[] holds no such replicate");
   }
   for (std::vector<ShapeResult>& it : items) trim_after_failure(it);
   assemble_run(run, shapes, items, run.meta.replicates, true);

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "reference/baselines.h"
 #include "dev/variants.h"
+#include "reference/baselines.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
 #include "scorer/op_case.h"
@@ -29,11 +29,17 @@ class MoeCase final : public OpCase {
  public:
   MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream,
           const std::string& baseline)
-      : OpCase(sets, stream), s_(s), baseline_synchronizes_(synchronizes(baseline)),
-        dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, cand_(cand),
+      : OpCase(sets, stream),
+        s_(s),
+        baseline_synchronizes_(synchronizes(baseline)),
+        dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank},
+        cand_(cand),
         pool_(routing_pool(s, seed)),
-        X_(size_t(s.M) * s.H * 2), ids_(size_t(s.M) * s.k * 4), wts_(size_t(s.M) * s.k * 4),
-        ref_dev_(size_t(s.M) * s.H * 4), out_(size_t(s.M) * s.H * 2) {
+        X_(size_t(s.M) * s.H * 2),
+        ids_(size_t(s.M) * s.k * 4),
+        wts_(size_t(s.M) * s.k * 4),
+        ref_dev_(size_t(s.M) * s.H * 4),
+        out_(size_t(s.M) * s.H * 2) {
     const size_t E = s.E_local, H = s.H, I = s.I;
     for (int i = 0; i < sets; ++i) {
       Set& set = sets_v_.emplace_back();
@@ -44,10 +50,13 @@ class MoeCase final : public OpCase {
       fill_random_bytes(set.W13.as<uint8_t>(), set.W13.bytes(), derive_seed(seed, 100 + i), stream);
       fill_random_bytes(set.W2.as<uint8_t>(), set.W2.bytes(), derive_seed(seed, 200 + i), stream);
       const float k13 = 1.0f / std::sqrt(21.25f * H), k2 = 1.0f / std::sqrt(21.25f * I);
-      fill_uniform_bf16(set.S13.as<bf16>(), set.S13.bytes() / 2, derive_seed(seed, 300 + i), 0.75f * k13, 1.25f * k13, stream);
-      fill_uniform_bf16(set.S2.as<bf16>(), set.S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2, stream);
+      fill_uniform_bf16(set.S13.as<bf16>(), set.S13.bytes() / 2, derive_seed(seed, 300 + i), 0.75f * k13, 1.25f * k13,
+                        stream);
+      fill_uniform_bf16(set.S2.as<bf16>(), set.S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2,
+                        stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
-      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
+      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(),
+                                     set.S2.as<bf16>()};
       set.base = reference::make_moe_baseline(dims_, w, baseline);
       set.ref = reference::make_moe_reference(dims_, w);
     }
@@ -67,7 +76,8 @@ class MoeCase final : public OpCase {
   }
   void prepare_candidate() override {
     for (Set& set : sets_v_) {
-      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(), set.S2.as<bf16>()};
+      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(),
+                                     set.S2.as<bf16>()};
       set.cand = cand_.moe ? cand_.moe(dims_, w) : submission::dev::make_moe(dims_, w, cand_.variant);
     }
     SCORER_CUDA(cudaDeviceSynchronize());

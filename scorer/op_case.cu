@@ -7,10 +7,14 @@ namespace scorer {
 std::unique_ptr<OpCase> make_op_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
                                      cudaStream_t stream, const std::string& baseline) {
   switch (s.op) {
-    case Op::pooler: return make_pooler_case(s, sets, seed, cand, stream);
-    case Op::dense: return make_dense_case(s, sets, seed, cand, stream);
-    case Op::router: return make_router_case(s, sets, seed, cand, stream);
-    case Op::moe_w4a16: return make_moe_case(s, sets, seed, cand, stream, baseline);
+    case Op::pooler:
+      return make_pooler_case(s, sets, seed, cand, stream);
+    case Op::dense:
+      return make_dense_case(s, sets, seed, cand, stream);
+    case Op::router:
+      return make_router_case(s, sets, seed, cand, stream);
+    case Op::moe_w4a16:
+      return make_moe_case(s, sets, seed, cand, stream, baseline);
   }
   throw std::logic_error("unknown op");
 }

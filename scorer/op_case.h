@@ -68,7 +68,7 @@ using RouterMaker = Maker<submission::Router, submission::RouterDims, submission
 using MoeMaker = Maker<submission::Moe, submission::MoeDims, submission::MoeWeights>;
 struct Candidate {
   std::string variant = "default";
-  DenseMaker dense;    // each empty: the submission's
+  DenseMaker dense;  // each empty: the submission's
   PoolerMaker pooler;
   RouterMaker router;
   MoeMaker moe;

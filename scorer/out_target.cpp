@@ -34,7 +34,7 @@ bool within(const fs::path& target, const fs::path& p) {
 
 void check_out_target(const OutTarget& t) {
   const std::string head = "command line: " + t.flag + " " + printable(t.path) + ": ";
-  struct stat st{};
+  struct stat st {};
   if (lstat(t.path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw UsageError(head + "is a directory, not a file to write");
     if (S_ISLNK(st.st_mode)) throw UsageError(head + "is a symbolic link, not a regular file: not replaced");

@@ -19,12 +19,12 @@
 namespace scorer {
 
 struct OutTarget {
-  std::string flag = "--out";        // as messages name it
-  std::string path;                  // the target
+  std::string flag = "--out";  // as messages name it
+  std::string path;            // the target
   std::string results_dir = "results";
-  std::vector<std::string> inputs;   // files the command reads: protected too
-  std::vector<std::string> never;    // refused even with force (run: the selected best)
-  std::string never_why;             // why, e.g. "is the selected best (--best), which only scorer select replaces"
+  std::vector<std::string> inputs;  // files the command reads: protected too
+  std::vector<std::string> never;   // refused even with force (run: the selected best)
+  std::string never_why;            // why, e.g. "is the selected best (--best), which only scorer select replaces"
   bool force = false;
 };
 

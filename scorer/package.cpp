@@ -173,7 +173,9 @@ std::string check_listing(const std::string& listing) {
     if (mode.empty() || mode[0] != '-') {
       const size_t arrow = name.find(mode[0] == 'h' ? " link to " : " -> ");
       return printable(name.substr(0, arrow)) + " is " +
-             (mode[0] == 'l' ? "a symbolic link" : mode[0] == 'h' ? "a hard link" : "not a regular file") +
+             (mode[0] == 'l'   ? "a symbolic link"
+              : mode[0] == 'h' ? "a hard link"
+                               : "not a regular file") +
              ", which a package never holds";
     }
     total += std::strtoull(size.c_str(), nullptr, 10);
@@ -208,19 +210,20 @@ class StopSignals {
     static volatile sig_atomic_t f = 0;
     return f;
   }
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 }  // namespace
 
 std::vector<std::string> submission_files(const std::string& root) {
   std::vector<std::string> files;
-  if (!fs::is_directory(fs::path(root) / "submission"))
-    throw InputError(root + "/submission: no such directory");
+  if (!fs::is_directory(fs::path(root) / "submission")) throw InputError(root + "/submission: no such directory");
   if (in_git_checkout(root)) {
     // The list scripts/tree-hash hashes: `git ls-files` then `[ -f ]`, which
     // follows symbolic links (so does tar --dereference below).
-    Proc p = must_run({"git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "submission"}, root);
+    Proc p =
+        must_run({"git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "submission"}, root);
     std::istringstream in(p.out);
     for (std::string f; std::getline(in, f, '\0');)
       if (!f.empty() && fs::is_regular_file(fs::path(root) / f)) files.push_back(f);
@@ -301,10 +304,23 @@ int build_package(const PackageOptions& opt, std::ostream& out, std::ostream& er
     // Everything that could differ between two checkouts of the same tree is
     // fixed: order, times, owners, modes (X keeps the executable bit, which
     // git tracks); --no-recursion because only files are named.
-    std::vector<std::string> tar = {"tar", "--create", "--format=gnu", "--file=" + tmp.path + "/package.tar",
-                                    "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner",
-                                    "--mode=u=rwX,go=rX", "--no-recursion", "--dereference",
-                                    "-C", tmp.path, "MANIFEST", "-C", fs::absolute(opt.root).string()};
+    std::vector<std::string> tar = {"tar",
+                                    "--create",
+                                    "--format=gnu",
+                                    "--file=" + tmp.path + "/package.tar",
+                                    "--sort=name",
+                                    "--mtime=@0",
+                                    "--owner=0",
+                                    "--group=0",
+                                    "--numeric-owner",
+                                    "--mode=u=rwX,go=rX",
+                                    "--no-recursion",
+                                    "--dereference",
+                                    "-C",
+                                    tmp.path,
+                                    "MANIFEST",
+                                    "-C",
+                                    fs::absolute(opt.root).string()};
     tar.insert(tar.end(), files.begin(), files.end());
     must_run(tar, ".");
 
@@ -338,8 +354,8 @@ int verify_package(const std::string& tarball, std::ostream& out, std::ostream& 
     const StopSignals signals;  // the extraction is removed however --verify ends
     TempDir tmp;
     const std::string file = "--file=" + fs::absolute(tarball).string();
-    Proc list = run_command({"tar", "--list", "--verbose", "--gzip", "--numeric-owner", "--quoting-style=escape", file},
-                         ".");
+    Proc list =
+        run_command({"tar", "--list", "--verbose", "--gzip", "--numeric-owner", "--quoting-style=escape", file}, ".");
     if (signals.stopped()) return kExitInterrupted;
     if (!list.ok) {
       err << "scorer package: " << printable(tarball) << ": not a readable .tar.gz (" << last_line(list.err) << ")\n";

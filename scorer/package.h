@@ -27,11 +27,11 @@
 namespace scorer {
 
 struct PackageOptions {
-  std::string root = ".";                // the checkout whose submission/ is packaged
-  std::string results_dir = "results";   // where best.json is
-  std::string out;                       // default: <results_dir>/submission.tar.gz
-  bool force = false;                    // package without a selected best, or one
-                                         // scored with another submission
+  std::string root = ".";               // the checkout whose submission/ is packaged
+  std::string results_dir = "results";  // where best.json is
+  std::string out;                      // default: <results_dir>/submission.tar.gz
+  bool force = false;                   // package without a selected best, or one
+                                        // scored with another submission
 };
 
 // The submission's files, relative to root, sorted by bytes.

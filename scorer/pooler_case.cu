@@ -22,14 +22,20 @@ using submission::bf16;
 class PoolerCase final : public OpCase {
  public:
   PoolerCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.B, s.H}, cand_(cand),
-        hidden_(size_t(s.B) * s.max_len * s.H * 2), cu_(size_t(s.B + 1) * 4),
-        ref_dev_(size_t(s.B) * s.H * 4), out_(size_t(s.B) * s.H * 2) {
+      : OpCase(sets, stream),
+        s_(s),
+        dims_{s.B, s.H},
+        cand_(cand),
+        hidden_(size_t(s.B) * s.max_len * s.H * 2),
+        cu_(size_t(s.B + 1) * 4),
+        ref_dev_(size_t(s.B) * s.H * 4),
+        out_(size_t(s.B) * s.H * 2) {
     for (int i = 0; i < sets; ++i) {
       Set& set = sets_v_.emplace_back();
       set.W = DeviceBuffer(size_t(s.H) * s.H * 2);
       set.bias = DeviceBuffer(size_t(s.H) * 2);
-      fill_normal_bf16(set.W.as<bf16>(), size_t(s.H) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)), stream);
+      fill_normal_bf16(set.W.as<bf16>(), size_t(s.H) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)),
+                       stream);
       fill_normal_bf16(set.bias.as<bf16>(), s.H, derive_seed(seed, 200 + i), 0.1f, stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const std::vector<int32_t> cu = draw_cu_seqlens(s, derive_seed(seed, 300 + i));
@@ -89,7 +95,7 @@ class PoolerCase final : public OpCase {
 }  // namespace
 
 std::unique_ptr<OpCase> make_pooler_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
-                                        cudaStream_t stream) {
+                                         cudaStream_t stream) {
   return std::make_unique<PoolerCase>(s, sets, seed, cand, stream);
 }
 

@@ -12,8 +12,7 @@
 namespace scorer {
 
 void fill_normal_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float sd, cudaStream_t s);
-void fill_uniform_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float lo, float hi,
-                       cudaStream_t s);
+void fill_uniform_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t s);
 void fill_random_bytes(uint8_t* p, size_t n, uint64_t seed, cudaStream_t s);  // each nibble uniform 0..15
 
 // splitmix64, the mixing step used for every seed derivation on the host too.

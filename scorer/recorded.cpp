@@ -1,5 +1,5 @@
-#include "scorer/file_io.h"
 #include "scorer/recorded.h"
+#include "scorer/file_io.h"
 
 #include <toml++/toml.h>
 
@@ -13,8 +13,7 @@
 namespace scorer {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, int line, const std::string& field,
-                       const std::string& what) {
+[[noreturn]] void fail(const std::string& path, int line, const std::string& field, const std::string& what) {
   throw InputError(path + ":" + std::to_string(line) + ": field '" + field + "': " + what);
 }
 
@@ -22,13 +21,20 @@ int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line
 
 const char* type_name(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    default: return "a date or time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    default:
+      return "a date or time";
   }
 }
 
@@ -37,8 +43,7 @@ std::string required_string(const toml::table& t, const std::string& key, const 
   if (!n) fail(path, 1, key, "missing");
   if (!n->is_string()) fail(path, line_of(*n), key, std::string("expected a string, got ") + type_name(*n));
   std::string s = **n->as_string();
-  if (s.empty() || s.find('\n') != std::string::npos)
-    fail(path, line_of(*n), key, "must be one non-empty line");
+  if (s.empty() || s.find('\n') != std::string::npos) fail(path, line_of(*n), key, "must be one non-empty line");
   return s;
 }
 
@@ -64,8 +69,7 @@ Recorded parse_recorded(const std::string& text, const std::string& path) {
   try {
     t = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": " +
-                     std::string(e.description()));
+    throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   for (const auto& [key, v] : t) {
     const std::string k(key.str());

@@ -94,8 +94,7 @@ ShapeResult assemble_shape(const Shape& s, const std::vector<ShapeResult>& items
 }
 
 std::vector<ShapeResult> score_work_list(const std::vector<Shape>& shapes, const std::vector<WorkItem>& work,
-                                         int replicates, const ScoreItem& score,
-                                         const std::function<bool()>& stopped) {
+                                         int replicates, const ScoreItem& score, const std::function<bool()>& stopped) {
   const auto items = score_on_lanes(
       shapes.size(), work, 1, [&](const WorkItem& w, size_t k, size_t) { return score(w, k); }, stopped);
   std::vector<ShapeResult> out;

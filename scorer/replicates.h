@@ -64,7 +64,6 @@ using ScoreItem = std::function<ShapeResult(const WorkItem& item, size_t positio
 // drops that item and ends the loop. Returns the assembled result of every
 // shape with an item scored, in shape order.
 std::vector<ShapeResult> score_work_list(const std::vector<Shape>& shapes, const std::vector<WorkItem>& work,
-                                         int replicates, const ScoreItem& score,
-                                         const std::function<bool()>& stopped);
+                                         int replicates, const ScoreItem& score, const std::function<bool()>& stopped);
 
 }  // namespace scorer

@@ -28,12 +28,23 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -102,8 +113,11 @@ std::vector<std::vector<Row>> group_rows(const RunResult& latest, const RunResul
 // are labelled as well as wide ones (0.5x to 20x).
 std::vector<double> log_ticks(double lo, double hi) {
   static const std::vector<std::vector<double>> sets = {
-      {1, 2, 5}, {1, 1.5, 2, 3, 5, 7}, {1, 1.2, 1.4, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 7, 8, 9},
-      {1, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.45, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9}};
+      {1, 2, 5},
+      {1, 1.5, 2, 3, 5, 7},
+      {1, 1.2, 1.4, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 7, 8, 9},
+      {1,   1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.45, 1.5, 1.6, 1.7,
+       1.8, 1.9,  2,   2.5,  3,   3.5,  4,   4.5,  5,   6,    7,   8,   9}};
   std::vector<double> t;
   for (const auto& set : sets) {
     t.clear();
@@ -127,8 +141,7 @@ std::string tick_label(double v) {
   return s + "\u00d7";
 }
 
-std::string chart(const RunResult& latest, const RunResult* best,
-                  const std::vector<std::vector<Row>>& groups) {
+std::string chart(const RunResult& latest, const RunResult* best, const std::vector<std::vector<Row>>& groups) {
   const double W = 1320, label_w = 250, x0 = 260, x1 = W - 210, top = 92;
   const double group_h = 22, row_h = best ? 26 : 18, bar_h = best ? 9 : 12;
 
@@ -152,8 +165,8 @@ std::string chart(const RunResult& latest, const RunResult* best,
   const double H = top + plot_h + 40;
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 "
-    << W << " " << H << "\" font-family=\"system-ui, sans-serif\" font-size=\"12\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
+    << " " << H << "\" font-family=\"system-ui, sans-serif\" font-size=\"12\">\n";
   o << "<text x=\"8\" y=\"22\" font-size=\"16\" font-weight=\"600\">Speedup over the baseline per shape"
        " (log scale, bars from 1.0\u00d7, whiskers: 95% interval)</text>\n";
   // Legend.
@@ -199,9 +212,9 @@ std::string chart(const RunResult& latest, const RunResult* best,
     if (s->ci_lo > 0 && s->ci_hi > 0) {
       double wl = X(s->ci_lo), wh = X(s->ci_hi);
       o << "<line x1=\"" << wl << "\" y1=\"" << yc << "\" x2=\"" << wh << "\" y2=\"" << yc
-        << "\" stroke=\"#111\"/><line x1=\"" << wl << "\" y1=\"" << yc - 4 << "\" x2=\"" << wl << "\" y2=\""
-        << yc + 4 << "\" stroke=\"#111\"/><line x1=\"" << wh << "\" y1=\"" << yc - 4 << "\" x2=\"" << wh
-        << "\" y2=\"" << yc + 4 << "\" stroke=\"#111\"/>";
+        << "\" stroke=\"#111\"/><line x1=\"" << wl << "\" y1=\"" << yc - 4 << "\" x2=\"" << wl << "\" y2=\"" << yc + 4
+        << "\" stroke=\"#111\"/><line x1=\"" << wh << "\" y1=\"" << yc - 4 << "\" x2=\"" << wh << "\" y2=\"" << yc + 4
+        << "\" stroke=\"#111\"/>";
     }
     o << "<text x=\"" << x1 + 10 << "\" y=\"" << y + bar_h - 1 << "\" font-size=\"10\" fill=\"" << colour << "\">"
       << speedup_text(s->speedup, s->ci_lo, s->ci_hi) << "</text>\n";
@@ -270,16 +283,16 @@ std::string table(const std::vector<std::vector<Row>>& groups, bool with_best) {
   for (const auto& g : groups)
     for (const Row& r : g) {
       const ShapeResult* s = r.a ? r.a : r.b;
-      o << "<tr><td>" << esc(r.regime) << "</td><td>" << esc(r.name) << "</td><td class=\"dims\">" << esc(s->shape.dims_string())
-        << "</td>";
+      o << "<tr><td>" << esc(r.regime) << "</td><td>" << esc(r.name) << "</td><td class=\"dims\">"
+        << esc(s->shape.dims_string()) << "</td>";
       if (!r.a) {
         o << "<td class=\"na\">not in this run</td><td></td><td></td><td></td>";
       } else if (!scored(r.a)) {
         o << "<td class=\"fail\">" << esc(status_text(*r.a)) << "</td><td></td><td></td><td></td>";
       } else {
         o << "<td>" << speedup_text(r.a->speedup, r.a->ci_lo, r.a->ci_hi) << "</td><td>"
-          << num("%.2f", r.a->candidate_median_us) << "</td><td>" << num("%.2f", r.a->baseline_median_us)
-          << "</td><td>" << num("%.1f", 100 * r.a->pct_of_floor) << "</td>";
+          << num("%.2f", r.a->candidate_median_us) << "</td><td>" << num("%.2f", r.a->baseline_median_us) << "</td><td>"
+          << num("%.1f", 100 * r.a->pct_of_floor) << "</td>";
       }
       if (recorded) {
         if (r.a && r.a->recorded_us > 0)
@@ -317,7 +330,8 @@ std::string meta_table(const RunResult& latest, const RunResult* best) {
   row("scorer version", a.scorer_version, b.scorer_version);
   row("GPU", a.gpu_name, b.gpu_name);
   row("timing mode", a.mode, b.mode);
-  row("shapes file", a.shapes_path + " " + a.shapes_sha256.substr(0, 12), b.shapes_path + " " + b.shapes_sha256.substr(0, 12));
+  row("shapes file", a.shapes_path + " " + a.shapes_sha256.substr(0, 12),
+      b.shapes_path + " " + b.shapes_sha256.substr(0, 12));
   o << "</table>\n";
   return o.str();
 }
@@ -328,7 +342,8 @@ std::string render_report(const RunResult& latest, const RunResult* best) {
   auto groups = group_rows(latest, best);
   std::ostringstream o;
   o << "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Scoring report "
-    << esc(latest.meta.started_at) << "</title>\n<style>\n"
+    << esc(latest.meta.started_at)
+    << "</title>\n<style>\n"
        "body { font-family: system-ui, sans-serif; margin: 16px; color: #111; }\n"
        "figure { margin: 0; }\n"
        "figcaption { margin: 0 0 8px; line-height: 1.4; font-size: 14px; }\n"
@@ -341,8 +356,8 @@ std::string render_report(const RunResult& latest, const RunResult* best) {
        "</style>\n</head>\n<body>\n<figure>\n"
     // The caption comes first so that a screenshot of the top of the page
     // shows the aggregates.
-    << "<figcaption>\n<div style=\"color:" << kLatestColour << "\">"
-    << esc(aggregate_line("latest", latest)) << "</div>\n";
+    << "<figcaption>\n<div style=\"color:" << kLatestColour << "\">" << esc(aggregate_line("latest", latest))
+    << "</div>\n";
   if (best)
     o << "<div style=\"color:" << kBestColour << "\">" << esc(aggregate_line("selected best", *best)) << "</div>\n";
   if (latest.recorded_aggregate > 0)

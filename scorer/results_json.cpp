@@ -16,14 +16,13 @@ namespace {
 
 using namespace json_in;
 
-json interval_to_json(const Interval& i) {
-  return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}};
-}
+json interval_to_json(const Interval& i) { return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}}; }
 
 ScoringRule read_scoring(Obj o) {
   ScoringRule r;
   const std::string a = o.str("aggregate");
-  if (a == aggregate_name(ScoringRule::Aggregate::regimes)) r.aggregate = ScoringRule::Aggregate::regimes;
+  if (a == aggregate_name(ScoringRule::Aggregate::regimes))
+    r.aggregate = ScoringRule::Aggregate::regimes;
   else if (a != aggregate_name(ScoringRule::Aggregate::shapes))
     o.fail("aggregate", "expected \"shapes\" or \"regimes\" (got \"" + printable(a) + "\")");
   const json& w = o.get("regime_weights");
@@ -60,8 +59,8 @@ ShardInfo read_shard(const Reader& rd, Obj o) {
   sh.index = o.integer("index");
   sh.count = o.integer("count");
   if (sh.count < 1 || sh.index < 1 || sh.index > sh.count)
-    o.fail("index", "shard " + std::to_string(sh.index) + " of " + std::to_string(sh.count) +
-                        " (expected 1 <= index <= count)");
+    o.fail("index",
+           "shard " + std::to_string(sh.index) + " of " + std::to_string(sh.count) + " (expected 1 <= index <= count)");
   sh.shapes = o.strings("shapes");
   sh.units = read_array<ShardUnit>(rd, o, "units", [](Obj u) {
     ShardUnit x;
@@ -84,8 +83,7 @@ RunMeta read_meta(const Reader& rd, Obj o) {
   m.schema_version = o.integer("schema_version");
   if (m.schema_version != 1 && m.schema_version != kResultsSchemaVersion)
     o.fail("schema_version", "unsupported schema version " + std::to_string(m.schema_version) +
-                                 " (this scorer reads versions 1 to " +
-                                 std::to_string(kResultsSchemaVersion) + ")");
+                                 " (this scorer reads versions 1 to " + std::to_string(kResultsSchemaVersion) + ")");
   const bool v1 = m.schema_version == 1;
   m.scorer_version = o.str("scorer_version");
   m.git_commit = o.str("git_commit");
@@ -150,9 +148,10 @@ json results_to_json(const RunResult& run) {
       {"interrupted", m.interrupted},
       {"variants", m.variants},
       {"baselines", m.baselines},
-      {"scoring", {{"aggregate", aggregate_name(m.scoring.aggregate)},
-                   {"regime_weights", m.scoring.regime_weights},
-                   {"failed_speedup", m.scoring.failed_speedup}}},
+      {"scoring",
+       {{"aggregate", aggregate_name(m.scoring.aggregate)},
+        {"regime_weights", m.scoring.regime_weights},
+        {"failed_speedup", m.scoring.failed_speedup}}},
       {"gpus", json::array()},
       {"gpu_name", m.gpu_name},
       {"sm_count", m.sm_count},
@@ -170,15 +169,24 @@ json results_to_json(const RunResult& run) {
       {"empty_launch_us", m.empty_launch_us},
   };
   for (const GpuInfo& g : m.gpus)
-    meta["gpus"].push_back({{"uuid", g.uuid}, {"name", g.name}, {"host", g.host}, {"device", g.device},
-                            {"sm_clock_mhz", g.sm_clock_mhz}, {"mem_clock_mhz", g.mem_clock_mhz},
-                            {"copy_gbps", g.copy_gbps}, {"empty_launch_us", g.empty_launch_us},
+    meta["gpus"].push_back({{"uuid", g.uuid},
+                            {"name", g.name},
+                            {"host", g.host},
+                            {"device", g.device},
+                            {"sm_clock_mhz", g.sm_clock_mhz},
+                            {"mem_clock_mhz", g.mem_clock_mhz},
+                            {"copy_gbps", g.copy_gbps},
+                            {"empty_launch_us", g.empty_launch_us},
                             {"matrix_tflops", g.matrix_tflops}});
   if (m.shard.index > 0) {  // a whole run has no shard field
     json units = json::array();
     for (const ShardUnit& u : m.shard.units)
-      units.push_back({{"shape", u.shape}, {"replicate", u.replicate}, {"scored", u.scored}, {"bytes", u.bytes},
-                       {"flops", u.flops}, {"raw_limit_us", u.raw_limit_us}});
+      units.push_back({{"shape", u.shape},
+                       {"replicate", u.replicate},
+                       {"scored", u.scored},
+                       {"bytes", u.bytes},
+                       {"flops", u.flops},
+                       {"raw_limit_us", u.raw_limit_us}});
     meta["shard"] = {{"index", m.shard.index}, {"count", m.shard.count}, {"shapes", m.shard.shapes}, {"units", units}};
   }
   json shapes = json::array();
@@ -222,14 +230,13 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
     // a shape that passed has replicates, each passed with its trials.
     const ShapeResult& r = run.shapes[i];
     const std::string at = "shapes[" + std::to_string(i) + "]";
-    if (r.status == "ok" && r.replicates.empty())
-      rd.fail(at + ".replicates", "no replicates, though the status is ok");
+    if (r.status == "ok" && r.replicates.empty()) rd.fail(at + ".replicates", "no replicates, though the status is ok");
     for (size_t k = 0; r.status == "ok" && k < r.replicates.size(); ++k) {
       const ReplicateResult& p = r.replicates[k];
       const std::string rat = version == 1 ? at : at + ".replicates[" + std::to_string(k) + "]";
       if (p.status != "ok")
-        rd.fail(rat + ".status", "replicate " + std::to_string(p.index) + " is '" + p.status +
-                                     "', though the shape's status is ok");
+        rd.fail(rat + ".status",
+                "replicate " + std::to_string(p.index) + " is '" + p.status + "', though the shape's status is ok");
       if (p.baseline_us.empty()) rd.fail(rat + ".baseline_us", "no trials, though the status is ok");
     }
     const auto [it, fresh] = first.emplace(run.shapes[i].shape.name, i);
@@ -253,8 +260,8 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   run.recorded_aggregate = o.num("recorded_aggregate");
   run.recorded_source = o.str("recorded_source");
   run.shapes_failed = o.integer("shapes_failed");
-  const long failed = std::count_if(run.shapes.begin(), run.shapes.end(),
-                                    [](const ShapeResult& r) { return r.status != "ok"; });
+  const long failed =
+      std::count_if(run.shapes.begin(), run.shapes.end(), [](const ShapeResult& r) { return r.status != "ok"; });
   if (run.shapes_failed != failed)
     o.fail("shapes_failed", std::to_string(run.shapes_failed) + ", but " + std::to_string(failed) +
                                 " of the shapes have a status other than ok");

@@ -16,8 +16,7 @@ nlohmann::json results_to_json(const RunResult& run);
 // The derived figures (ShapeResult's medians, speedups and intervals, the
 // regimes, aggregates and counts) are recomputed from the trials with the
 // run's seed (compute_statistics), never trusted from the file.
-RunResult results_from_json(const nlohmann::json& j, const std::string& path,
-                            const std::string& text = "");
+RunResult results_from_json(const nlohmann::json& j, const std::string& path, const std::string& text = "");
 RunResult load_results(const std::string& path);  // throws InputError
 // The same on a file's bytes already read (`path` only names it in messages):
 // a caller that copies the file checks the very bytes it copies.

@@ -20,13 +20,20 @@ using submission::bf16;
 class RouterCase final : public OpCase {
  public:
   RouterCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream), s_(s), dims_{s.T, s.H, s.E, s.k}, cand_(cand),
-        X_(size_t(s.T) * s.H * 2), ref_dev_(size_t(s.T) * s.E * 4),
-        logits_(size_t(s.T) * s.E * 4), ids_(size_t(s.T) * s.k * 4), weights_(size_t(s.T) * s.k * 4) {
+      : OpCase(sets, stream),
+        s_(s),
+        dims_{s.T, s.H, s.E, s.k},
+        cand_(cand),
+        X_(size_t(s.T) * s.H * 2),
+        ref_dev_(size_t(s.T) * s.E * 4),
+        logits_(size_t(s.T) * s.E * 4),
+        ids_(size_t(s.T) * s.k * 4),
+        weights_(size_t(s.T) * s.k * 4) {
     for (int i = 0; i < sets; ++i) {
       Set& set = sets_v_.emplace_back();
       set.Wg = DeviceBuffer(size_t(s.E) * s.H * 2);
-      fill_normal_bf16(set.Wg.as<bf16>(), size_t(s.E) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)), stream);
+      fill_normal_bf16(set.Wg.as<bf16>(), size_t(s.E) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)),
+                       stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const submission::RouterWeights w{set.Wg.as<bf16>()};
       set.base = reference::make_router_baseline(dims_, w);
@@ -71,8 +78,8 @@ class RouterCase final : public OpCase {
     logits_.download(l.data(), stream_);
     ids_.download(ids.data(), stream_);
     weights_.download(w.data(), stream_);
-    CheckResult r = check_router(s_.T, s_.E, s_.k, l.data(), ids.data(), w.data(), ref_logits_.data(),
-                                 ref_weights_.data());
+    CheckResult r =
+        check_router(s_.T, s_.E, s_.k, l.data(), ids.data(), w.data(), ref_logits_.data(), ref_weights_.data());
     require_guards(r, logits_.guards_intact(stream_), "logits");
     require_guards(r, ids_.guards_intact(stream_), "topk_ids");
     require_guards(r, weights_.guards_intact(stream_), "topk_weights");
@@ -102,7 +109,7 @@ class RouterCase final : public OpCase {
 }  // namespace
 
 std::unique_ptr<OpCase> make_router_case(const Shape& s, int sets, uint64_t seed, const Candidate& cand,
-                                        cudaStream_t stream) {
+                                         cudaStream_t stream) {
   return std::make_unique<RouterCase>(s, sets, seed, cand, stream);
 }
 

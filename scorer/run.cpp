@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <functional>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -109,11 +109,10 @@ void score_replicates(const ScoreArgs& o, const std::vector<Shape>& shapes, cons
     RunOptions ro = o.run;
     ro.candidate.variant = run.meta.variants[op_name(s.op)];
     // Numbered by the list: an item skipped after a failure shows as a gap.
-    const std::string label = "[" + std::to_string(k + 1) + "/" + std::to_string(work.size()) + "] " + s.name +
-                              (o.replicates > 1 ? " replicate " + std::to_string(w.replicate) + "/" +
-                                                      std::to_string(o.replicates)
-                                                : "") +
-                              (lanes.size() > 1 ? " on GPU " + std::to_string(lane) : "");
+    const std::string label =
+        "[" + std::to_string(k + 1) + "/" + std::to_string(work.size()) + "] " + s.name +
+        (o.replicates > 1 ? " replicate " + std::to_string(w.replicate) + "/" + std::to_string(o.replicates) : "") +
+        (lanes.size() > 1 ? " on GPU " + std::to_string(lane) : "");
     ShapeResult r = score_shape_in_child(s, {w.replicate, w.seed, int(lane)}, ro, lanes[lane].meta, label,
                                          o.shape_timeout_s, lanes[lane].visible);
     std::lock_guard<std::mutex> lock(print);
@@ -142,8 +141,8 @@ void print_check_table(std::ostream& out, const RunResult& run) {
     table.add({r.shape.name, r.shape.regime, r.status == "ok" ? "yes" : r.status, std::to_string(r.check.checks),
                format_number("%.3g", r.check.rel_l2), format_number("%.3g", r.check.worst_elem), r.reason});
   table.print(out);
-  out << "correctness " << (run.correctness_passed ? "passed" : "FAILED") << ": " << run.shapes.size() - run.shapes_failed
-      << " of " << run.shapes.size() << " shapes correct\n";
+  out << "correctness " << (run.correctness_passed ? "passed" : "FAILED") << ": "
+      << run.shapes.size() - run.shapes_failed << " of " << run.shapes.size() << " shapes correct\n";
 }
 
 int score(const std::vector<std::string>& args, bool timing) {
@@ -203,8 +202,7 @@ int score(const std::vector<std::string>& args, bool timing) {
   print_gpu_header(std::cerr, lanes);
   std::cerr << "scorer: timer " << run.meta.timer << ", " << run.meta.replicates << " replicate"
             << (run.meta.replicates == 1 ? "" : "s") << " per shape"
-            << (o.shard.index > 0 ? ", shard " + std::to_string(o.shard.index) + " of " +
-                                        std::to_string(o.shard.count)
+            << (o.shard.index > 0 ? ", shard " + std::to_string(o.shard.index) + " of " + std::to_string(o.shard.count)
                                   : "")
             << "\n";
 
@@ -272,7 +270,7 @@ int score(const std::vector<std::string>& args, bool timing) {
       std::cerr << "scorer: cannot save results: " << e.what() << "\n";
       return kExitBadInput;
     }
-    struct stat st{};
+    struct stat st {};
     if (!interrupted && o.diff && stat(o.best.c_str(), &st) == 0) {
       std::cout << "\ncompared with the selected best (" << o.best << "):\n";
       try {
@@ -309,7 +307,8 @@ int list_main(const std::vector<std::string>& args) {
   TextTable shapes({"shape", "op", "regime", "dims", "MB", "GFLOP"},
                    {Align::left, Align::left, Align::left, Align::left, Align::right, Align::right});
   for (const auto& s : sf.shapes) {
-    const std::vector<Routing> pool = s.op == Op::moe_w4a16 ? routing_pool(s, shape_seed(seed, s)) : std::vector<Routing>{};
+    const std::vector<Routing> pool =
+        s.op == Op::moe_w4a16 ? routing_pool(s, shape_seed(seed, s)) : std::vector<Routing>{};
     shapes.add({s.name, op_name(s.op), s.regime, s.dims_string(), format_number("%.2f", pool_min_bytes(s, pool) / 1e6),
                 format_number("%.3f", pool_flops(s, pool) / 1e9)});
   }

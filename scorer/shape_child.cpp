@@ -9,9 +9,8 @@
 
 namespace scorer {
 
-ShapeResult score_shape_in_child(const Shape& s, const ReplicateSpec& spec, const RunOptions& opt,
-                                 const RunMeta& meta, const std::string& label, double timeout_s,
-                                 const std::string& visible) {
+ShapeResult score_shape_in_child(const Shape& s, const ReplicateSpec& spec, const RunOptions& opt, const RunMeta& meta,
+                                 const std::string& label, double timeout_s, const std::string& visible) {
   const auto t0 = std::chrono::steady_clock::now();
   const ChildOutcome c = run_in_child(
       [&] {

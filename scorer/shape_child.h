@@ -17,9 +17,8 @@ namespace scorer {
 // child did; the replicate's seconds are the child's wall time. With
 // `visible` set, the child sees that GPU alone (CUDA_VISIBLE_DEVICES) and
 // scores on it as device 0, while the replicate records spec.gpu.
-ShapeResult score_shape_in_child(const Shape& s, const ReplicateSpec& spec, const RunOptions& opt,
-                                 const RunMeta& meta, const std::string& label, double timeout_s,
-                                 const std::string& visible = "");
+ShapeResult score_shape_in_child(const Shape& s, const ReplicateSpec& spec, const RunOptions& opt, const RunMeta& meta,
+                                 const std::string& label, double timeout_s, const std::string& visible = "");
 
 ShapeResult shape_result_from_child(const Shape& s, const ReplicateSpec& spec, const ChildOutcome& c);
 

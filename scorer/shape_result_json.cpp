@@ -14,9 +14,15 @@ using namespace json_in;
 
 const std::string kNoText;  // for readers of a JSON value with no source text
 
-const char* const kStatuses[] = {"ok",           "incorrect",    "crash",
-                                 "timeout",      "impossible",   "error",
-                                 "escaped work", "foreign work", "changed device state",
+const char* const kStatuses[] = {"ok",
+                                 "incorrect",
+                                 "crash",
+                                 "timeout",
+                                 "impossible",
+                                 "error",
+                                 "escaped work",
+                                 "foreign work",
+                                 "changed device state",
                                  "baseline disturbed"};
 
 std::string status_list() {
@@ -28,8 +34,7 @@ std::string status_list() {
 Shape read_shape(Obj o) {
   Shape s;
   const std::string op = o.str("op");
-  if (!parse_op(op, &s.op))
-    o.fail("op", "unknown op '" + op + "' (expected pooler, dense, router or moe_w4a16)");
+  if (!parse_op(op, &s.op)) o.fail("op", "unknown op '" + op + "' (expected pooler, dense, router or moe_w4a16)");
   s.name = o.str("name");
   s.regime = o.str("regime");
   s.line = o.integer("line");
@@ -214,11 +219,7 @@ ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run
 json shape_to_json(const Shape& s) {
   json dims = json::object();
   for (const OpDim& d : op_dims(s.op)) dims[d.name] = s.*d.field;
-  return {{"name", s.name},
-          {"op", op_name(s.op)},
-          {"regime", s.regime},
-          {"line", s.line},
-          {"dims", dims}};
+  return {{"name", s.name}, {"op", op_name(s.op)}, {"regime", s.regime}, {"line", s.line}, {"dims", dims}};
 }
 
 Shape shape_from_json(const json& j, const std::string& path) {

@@ -26,9 +26,7 @@ constexpr double kQuietSlackUs = 50000;
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // A shape's failure: status and reason, thrown to the top of run_shape.
 struct ShapeFailure {
@@ -148,7 +146,8 @@ class Runner {
           "escaped work",
           "before " + before + ", the device was still busy " + fmt(bound_us / 1000, "%.3f") +
               " ms after the scorer's own work had finished (the bound: twice the submission's call, 2 x " +
-              fmt(cand_estimate_us_) + " us, plus " + fmt(kQuietSlackUs / 1000, "%.0f") + " ms). Possible causes: a kernel or copy the submission "
+              fmt(cand_estimate_us_) + " us, plus " + fmt(kQuietSlackUs / 1000, "%.0f") +
+              " ms). Possible causes: a kernel or copy the submission "
               "left running on a stream of its own, work launched by a thread of the submission"};
   }
 
@@ -178,7 +177,8 @@ class Runner {
   void correctness(ReplicateResult& r, const char* when, uint64_t tag) {
     phase_ = when;
     for (int c = 0; c < opt_.checks; ++c)
-      checked_run(r, c % op_->sets(), derive_seed(seed_, tag + c), std::string(when) + " (inputs " + std::to_string(c + 1) + ")");
+      checked_run(r, c % op_->sets(), derive_seed(seed_, tag + c),
+                  std::string(when) + " (inputs " + std::to_string(c + 1) + ")");
   }
 
   // run() must do all its work on the scorer's stream, allocate nothing and not
@@ -225,11 +225,11 @@ class Runner {
       const CheckResult c = op_->check(set);
       merge_check(r.check, c);
       if (!c.ok)
-        throw ShapeFailure{"incorrect",
-                           "run() captured in a CUDA graph and replayed on new inputs gave a wrong result: " +
-                               observed(c) +
-                               ". Possible causes: an arithmetic error that shows on these inputs, work "
-                               "outside the scorer's stream (not captured), a result kept from an earlier call"};
+        throw ShapeFailure{
+            "incorrect",
+            "run() captured in a CUDA graph and replayed on new inputs gave a wrong result: " + observed(c) +
+                ". Possible causes: an arithmetic error that shows on these inputs, work "
+                "outside the scorer's stream (not captured), a result kept from an earlier call"};
     }
   }
 
@@ -286,10 +286,14 @@ class Runner {
       quiet(name + "'s baseline call");
       op_->poison_outputs();
       const bool use_graph = graph && hold_base;
-      p.base_us = timer_->time_us([&] {
-        if (use_graph) SCORER_CUDA(cudaGraphLaunch(base_graphs_[set], stream_));
-        else op_->run_baseline(set);
-      }, hold_base);
+      p.base_us = timer_->time_us(
+          [&] {
+            if (use_graph)
+              SCORER_CUDA(cudaGraphLaunch(base_graphs_[set], stream_));
+            else
+              op_->run_baseline(set);
+          },
+          hold_base);
       note_calls(TimedCall::baseline, name + "'s baseline call", use_graph);
       sync_or_fail(stream_, name + ", the baseline's call");
       if (const CheckResult c = op_->check_baseline(set); !c.ok)
@@ -298,8 +302,10 @@ class Runner {
     auto time_cand = [&] {
       op_->poison_outputs();
       p.cand_us = timer_->time_us([&] {
-        if (graph) SCORER_CUDA(cudaGraphLaunch(graphs_[set], stream_));
-        else op_->run_candidate(set);
+        if (graph)
+          SCORER_CUDA(cudaGraphLaunch(graphs_[set], stream_));
+        else
+          op_->run_candidate(set);
       });
       note_calls(TimedCall::candidate, name + "'s submission call", graph);
       p.cand_call = calls_.size() - 1;
@@ -321,8 +327,7 @@ class Runner {
 
   void warmup(ReplicateResult& r) {
     phase_ = "warm-up";
-    for (int w = 0; w < opt_.warmup; ++w)
-      trial(r, "warm-up trial " + std::to_string(w + 1), w, kWarmupTag + w, false);
+    for (int w = 0; w < opt_.warmup; ++w) trial(r, "warm-up trial " + std::to_string(w + 1), w, kWarmupTag + w, false);
   }
 
   // Trials until the stopping rule (stats.h) says the replicate's median is
@@ -439,7 +444,8 @@ class Runner {
     const double cand = median(r.candidate_us);
     if (r.floor_us > 0 && cand < 0.9 * r.floor_us)
       throw ShapeFailure{"impossible", "the submission's median " + fmt(cand) + " us is below 90% of the floor (" +
-                                           fmt(r.floor_us) + " us, a streaming read of the shape's minimal bytes "
+                                           fmt(r.floor_us) +
+                                           " us, a streaming read of the shape's minimal bytes "
                                            "timed the same way). Possible causes: work outside the timed "
                                            "window (another stream, another thread, done while the stream "
                                            "was held), a result kept from an earlier call, inputs not read"};
@@ -485,8 +491,8 @@ class Runner {
   std::unique_ptr<ColdTimer> timer_;
   std::unique_ptr<DeviceQuiet> quiet_;
   DeviceState state_before_;
-  double cand_estimate_us_ = 0;   // the fastest checked call of the submission (events, no hold)
-  std::vector<TimedCall> calls_;  // every timed call, in order (traced runs)
+  double cand_estimate_us_ = 0;      // the fastest checked call of the submission (events, no hold)
+  std::vector<TimedCall> calls_;     // every timed call, in order (traced runs)
   std::vector<size_t> cand_trials_;  // calls_ index of each paired trial's candidate call
   std::vector<cudaGraphExec_t> graphs_, base_graphs_;
 };

@@ -17,14 +17,14 @@
 namespace scorer {
 
 struct RunOptions {
-  bool time = true;                    // false: correctness only (`scorer check`)
-  bool graph = false;                  // also time launches replayed from a CUDA graph
-  int sets = 3;                        // weight sets rotated through the trials
-  uint64_t seed = 20261129;            // the run's seed; each replicate's is derived from it
-  int checks = 3;                      // fresh-input checks before timing and again after
-  int warmup = 5;                      // untimed paired calls first
-  StoppingRule stop;                   // when a replicate has trials enough (stats.h: its defaults and why)
-  Candidate candidate;                 // the submission variant for this shape's op
+  bool time = true;          // false: correctness only (`scorer check`)
+  bool graph = false;        // also time launches replayed from a CUDA graph
+  int sets = 3;              // weight sets rotated through the trials
+  uint64_t seed = 20261129;  // the run's seed; each replicate's is derived from it
+  int checks = 3;            // fresh-input checks before timing and again after
+  int warmup = 5;            // untimed paired calls first
+  StoppingRule stop;         // when a replicate has trials enough (stats.h: its defaults and why)
+  Candidate candidate;       // the submission variant for this shape's op
   // CUPTI's kernel trace in every replicate: the second timer (each candidate
   // call's kernel sum and span) and the foreign-work guards (call_windows.h)
   bool trace = true;

@@ -20,8 +20,8 @@
 #include "scorer/file_io.h"
 #include "scorer/routing_trace.h"
 #include "scorer/workload.h"
-#include "submission/submission.h"
 #include "sha256.h"
+#include "submission/submission.h"
 
 namespace scorer {
 namespace {
@@ -34,27 +34,29 @@ constexpr double kMaxHostBytes = 8.0 * (1ull << 30);  // host_bytes(): routings 
 
 const std::vector<OpDim>& op_dims(Op op) {
   static const std::vector<OpDim> pooler = {{"B", &Shape::B, true, 1},
-                                          {"H", &Shape::H, true, 1},
-                                          {"min_len", &Shape::min_len, false, 1},
-                                          {"max_len", &Shape::max_len, false, 1}};
+                                            {"H", &Shape::H, true, 1},
+                                            {"min_len", &Shape::min_len, false, 1},
+                                            {"max_len", &Shape::max_len, false, 1}};
   static const std::vector<OpDim> dense = {
       {"M", &Shape::M, true, 1}, {"N", &Shape::N, true, 1}, {"K", &Shape::K, true, 1}};
-  static const std::vector<OpDim> router = {{"T", &Shape::T, true, 1},
-                                          {"H", &Shape::H, true, 1},
-                                          {"E", &Shape::E, true, 1},
-                                          {"k", &Shape::k, true, 1}};
+  static const std::vector<OpDim> router = {
+      {"T", &Shape::T, true, 1}, {"H", &Shape::H, true, 1}, {"E", &Shape::E, true, 1}, {"k", &Shape::k, true, 1}};
   static const std::vector<OpDim> moe = {{"M", &Shape::M, true, 1},
-                                       {"H", &Shape::H, true, 1},
-                                       {"I", &Shape::I, true, 1},
-                                       {"E_global", &Shape::E_global, true, 1},
-                                       {"E_local", &Shape::E_local, true, 1},
-                                       {"k", &Shape::k, true, 1},
-                                       {"ep_rank", &Shape::ep_rank, true, 0}};
+                                         {"H", &Shape::H, true, 1},
+                                         {"I", &Shape::I, true, 1},
+                                         {"E_global", &Shape::E_global, true, 1},
+                                         {"E_local", &Shape::E_local, true, 1},
+                                         {"k", &Shape::k, true, 1},
+                                         {"ep_rank", &Shape::ep_rank, true, 0}};
   switch (op) {
-    case Op::pooler: return pooler;
-    case Op::dense: return dense;
-    case Op::router: return router;
-    case Op::moe_w4a16: return moe;
+    case Op::pooler:
+      return pooler;
+    case Op::dense:
+      return dense;
+    case Op::router:
+      return router;
+    case Op::moe_w4a16:
+      return moe;
   }
   return dense;
 }
@@ -82,16 +84,26 @@ std::string dim_list(Op op) {
 
 const char* type_phrase(toml::node_type t) {
   switch (t) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a floating-point number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    case toml::node_type::none: break;
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
   }
   return "nothing";
 }
@@ -99,8 +111,7 @@ const char* type_phrase(toml::node_type t) {
 bool valid_name(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
-      return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
   return true;
 }
 
@@ -109,21 +120,26 @@ bool valid_name(const std::string& s) {
 std::string printable(const std::string& v) {
   std::string out;
   for (unsigned char c : v) {
-    if (c == '\n') out += "\\n";
+    if (c == '\n')
+      out += "\\n";
     else if (c < 0x20 || c == 0x7f) {
       char b[8];
       std::snprintf(b, sizeof b, "\\x%02x", c);
       out += b;
-    } else out += char(c);
+    } else
+      out += char(c);
   }
   return out;
 }
 
 const char* routing_kind_name(RoutingKind kind) {
   switch (kind) {
-    case RoutingKind::uniform: return "uniform";
-    case RoutingKind::zipf: return "zipf";
-    case RoutingKind::file: return "file";
+    case RoutingKind::uniform:
+      return "uniform";
+    case RoutingKind::zipf:
+      return "zipf";
+    case RoutingKind::file:
+      return "file";
   }
   return "?";
 }
@@ -134,10 +150,14 @@ const char* aggregate_name(ScoringRule::Aggregate a) {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::pooler: return "pooler";
-    case Op::dense: return "dense";
-    case Op::router: return "router";
-    case Op::moe_w4a16: return "moe_w4a16";
+    case Op::pooler:
+      return "pooler";
+    case Op::dense:
+      return "dense";
+    case Op::router:
+      return "router";
+    case Op::moe_w4a16:
+      return "moe_w4a16";
   }
   return "?";
 }
@@ -199,7 +219,8 @@ class Parser {
              "unknown field (a [scoring] table has aggregate, weights and failed)");
     if (const toml::node* n = t->get("aggregate")) {
       const std::string v = n->is_string() ? n->as_string()->get() : "";
-      if (v == "regimes") rule.aggregate = ScoringRule::Aggregate::regimes;
+      if (v == "regimes")
+        rule.aggregate = ScoringRule::Aggregate::regimes;
       else if (v != "shapes")
         fail(n->source().begin.line, "scoring.aggregate",
              "expected \"shapes\" or \"regimes\", got " +
@@ -218,10 +239,10 @@ class Parser {
         const std::string field = "scoring.weights." + printable(std::string(key.str()));
         if (std::find(regimes.begin(), regimes.end(), std::string(key.str())) == regimes.end())
           fail(key.source().begin.line, field, "no shape of the file has this regime");
-        const double x = v.is_integer() ? double(v.as_integer()->get())
-                                        : v.is_floating_point() ? v.as_floating_point()->get() : NAN;
-        if (!(x > 0 && x <= 1e6))
-          fail(v.source().begin.line, field, "expected a number above 0 and at most 1e6");
+        const double x = v.is_integer()          ? double(v.as_integer()->get())
+                         : v.is_floating_point() ? v.as_floating_point()->get()
+                                                 : NAN;
+        if (!(x > 0 && x <= 1e6)) fail(v.source().begin.line, field, "expected a number above 0 and at most 1e6");
         rule.regime_weights[std::string(key.str())] = x;
       }
       for (const std::string& r : regimes)
@@ -230,8 +251,9 @@ class Parser {
     }
     if (const toml::node* n = t->get("failed")) {
       const bool none = n->is_string() && n->as_string()->get() == "none";
-      const double x = n->is_integer() ? double(n->as_integer()->get())
-                                       : n->is_floating_point() ? n->as_floating_point()->get() : NAN;
+      const double x = n->is_integer()          ? double(n->as_integer()->get())
+                       : n->is_floating_point() ? n->as_floating_point()->get()
+                                                : NAN;
       if (!none && !(x > 0 && x <= 1))
         fail(n->source().begin.line, "scoring.failed",
              "expected \"none\" (a failed shape voids the aggregate) or a speedup above 0 and at most 1 that a "
@@ -258,8 +280,7 @@ class Parser {
     s.name = string_field(t, "name", s.line);
     const std::string op = string_field(t, "op", s.line);
     if (!parse_op(op, &s.op))
-      fail(line_of(t, "op"), "op",
-           "unknown op '" + printable(op) + "' (expected pooler, dense, router or moe_w4a16)");
+      fail(line_of(t, "op"), "op", "unknown op '" + printable(op) + "' (expected pooler, dense, router or moe_w4a16)");
     s.regime = string_field(t, "regime", s.line);
 
     if (!valid_name(s.name))
@@ -267,8 +288,7 @@ class Parser {
     const auto [it, fresh] = name_lines_.emplace(s.name, line_of(t, "name"));
     if (!fresh)
       fail(line_of(t, "name"), "name",
-           "duplicate name '" + s.name + "' (first used at line " + std::to_string(it->second) +
-               ")");
+           "duplicate name '" + s.name + "' (first used at line " + std::to_string(it->second) + ")");
     // A regime is printed in tables and the package's MANIFEST like a name.
     if (!valid_name(s.regime))
       fail(line_of(t, "regime"), "regime", "must match [A-Za-z0-9_.-]+ (got \"" + printable(s.regime) + "\")");
@@ -285,25 +305,22 @@ class Parser {
       for (const OpDim& d : op_dims(s.op)) ours |= k == d.name;
       if (!ours)
         fail(key.source().begin.line, k,
-             std::string("not a dim of op ") + op_name(s.op) + " (its dims: " + dim_list(s.op) +
-                 ")");
+             std::string("not a dim of op ") + op_name(s.op) + " (its dims: " + dim_list(s.op) + ")");
     }
     for (const OpDim& d : op_dims(s.op)) {
       const toml::node* n = t.get(d.name);
       if (!n) {
         if (d.required)
-          fail(s.line, d.name,
-               std::string("missing (op ") + op_name(s.op) + " needs " + dim_list(s.op) + ")");
+          fail(s.line, d.name, std::string("missing (op ") + op_name(s.op) + " needs " + dim_list(s.op) + ")");
         continue;
       }
       if (!n->is_integer())
-        fail(n->source().begin.line, d.name,
-             std::string("expected an integer, got ") + type_phrase(n->type()));
+        fail(n->source().begin.line, d.name, std::string("expected an integer, got ") + type_phrase(n->type()));
       const int64_t v = n->as_integer()->get();
       if (v < d.min || v > kMaxDim)
         fail(n->source().begin.line, d.name,
-             "must be between " + std::to_string(d.min) + " and " + std::to_string(kMaxDim) +
-                 " (got " + std::to_string(v) + ")");
+             "must be between " + std::to_string(d.min) + " and " + std::to_string(kMaxDim) + " (got " +
+                 std::to_string(v) + ")");
       s.*d.field = int(v);
     }
     check_op_rules(s, t);
@@ -311,18 +328,17 @@ class Parser {
     if (bytes > kMaxBytes) {
       std::ostringstream m;
       m << std::fixed << std::setprecision(1) << "shape '" << s.name << "' takes " << bytes / (1ull << 30)
-        << " GiB of device memory per weight set, more than the limit of " << kMaxBytes / (1ull << 30)
-        << " GiB (" << s.dims_string() << ")";
-      throw InputError(path_ + ":" + std::to_string(s.line) + ": fields " + dim_list(s.op) + ": " +
-                       m.str());
+        << " GiB of device memory per weight set, more than the limit of " << kMaxBytes / (1ull << 30) << " GiB ("
+        << s.dims_string() << ")";
+      throw InputError(path_ + ":" + std::to_string(s.line) + ": fields " + dim_list(s.op) + ": " + m.str());
     }
     // Host memory too: a shape within the device's limit can still need more
     // host memory for its routings than any host has (M = 10^6, k = 4000).
     if (host_bytes(s) > kMaxHostBytes) {
       std::ostringstream m;
       m << std::fixed << std::setprecision(1) << "shape '" << s.name << "' takes " << host_bytes(s) / (1ull << 30)
-        << " GiB of host memory for its routings, more than the limit of " << kMaxHostBytes / (1ull << 30)
-        << " GiB (" << s.dims_string() << ")";
+        << " GiB of host memory for its routings, more than the limit of " << kMaxHostBytes / (1ull << 30) << " GiB ("
+        << s.dims_string() << ")";
       throw InputError(path_ + ":" + std::to_string(s.line) + ": fields M, k: " + m.str());
     }
     if (s.op == Op::moe_w4a16) s.routing = routing(s, t);
@@ -336,10 +352,13 @@ class Parser {
       if (!n->is_string())
         fail(n->source().begin.line, "routing", std::string("expected a string, got ") + type_phrase(n->type()));
       const std::string v = n->as_string()->get();
-      if (v == "zipf") r.kind = RoutingKind::zipf;
-      else if (v == "file") r.kind = RoutingKind::file;
+      if (v == "zipf")
+        r.kind = RoutingKind::zipf;
+      else if (v == "file")
+        r.kind = RoutingKind::file;
       else if (v != "uniform")
-        fail(n->source().begin.line, "routing", "unknown routing '" + printable(v) + "' (expected uniform, zipf or file)");
+        fail(n->source().begin.line, "routing",
+             "unknown routing '" + printable(v) + "' (expected uniform, zipf or file)");
     }
     const std::string kind = std::string("routing \"") + routing_kind_name(r.kind) + "\"";
     auto only_with = [&](const char* field, RoutingKind needs, const char* needs_name) {
@@ -377,8 +396,7 @@ class Parser {
     const toml::node* n = t.get(key);
     if (!n) fail(header_line, key, "missing");
     if (!n->is_string())
-      fail(n->source().begin.line, key,
-           std::string("expected a string, got ") + type_phrase(n->type()));
+      fail(n->source().begin.line, key, std::string("expected a string, got ") + type_phrase(n->type()));
     return n->as_string()->get();
   }
 
@@ -396,7 +414,9 @@ class Parser {
                "must be at most max_len (got min_len=" + std::to_string(s.min_len) +
                    ", max_len=" + std::to_string(s.max_len) + ")");
         break;
-      case Op::dense: submission_rules(submission::dims_error(submission::DenseDims{s.M, s.N, s.K})); break;
+      case Op::dense:
+        submission_rules(submission::dims_error(submission::DenseDims{s.M, s.N, s.K}));
+        break;
       case Op::router:
         submission_rules(submission::dims_error(submission::RouterDims{s.T, s.H, s.E, s.k}));
         if (reference::router_topk_smem_bytes(s.E, s.k) > reference::kBaselineSmemBytes) {
@@ -427,9 +447,8 @@ ShapesFile parse_shapes(const std::string& text, const std::string& path) {
   try {
     root = toml::parse(std::string_view(text), std::string_view(path));
   } catch (const toml::parse_error& e) {
-    throw InputError(path + ":" + std::to_string(e.source().begin.line) +
-                     ": syntax error at column " + std::to_string(e.source().begin.column) + ": " +
-                     std::string(e.description()));
+    throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": syntax error at column " +
+                     std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
   }
   ShapesFile f;
   f.path = path;

@@ -12,7 +12,7 @@
 namespace scorer {
 
 enum class Op { pooler, dense, router, moe_w4a16 };
-const char* op_name(Op op);          // "pooler", "dense", "router", "moe_w4a16"
+const char* op_name(Op op);  // "pooler", "dense", "router", "moe_w4a16"
 bool parse_op(const std::string& s, Op* op);
 
 // Bad input (shapes file, results file, command line): the message is one line
@@ -33,11 +33,11 @@ std::string printable(const std::string& v);
 // token k global expert ids and their weights, in the trace's order. Read and
 // validated with the shapes file (scorer/routing_trace.h).
 struct RoutingTrace {
-  std::string path;              // as the messages show it: the shapes file's directory joined with `trace`
-  std::string sha256;            // of its bytes, part of the shapes file's identity
+  std::string path;    // as the messages show it: the shapes file's directory joined with `trace`
+  std::string sha256;  // of its bytes, part of the shapes file's identity
   int k = 0;
-  std::vector<int32_t> ids;      // [tokens, k]
-  std::vector<float> weights;    // [tokens, k]
+  std::vector<int32_t> ids;    // [tokens, k]
+  std::vector<float> weights;  // [tokens, k]
   int tokens() const { return k ? int(ids.size() / size_t(k)) : 0; }
 };
 
@@ -50,8 +50,8 @@ enum class RoutingKind { uniform, zipf, file };
 const char* routing_kind_name(RoutingKind kind);  // "uniform", "zipf", "file"
 struct RoutingSpec {
   RoutingKind kind = RoutingKind::uniform;
-  double skew = 0;                               // zipf only
-  std::shared_ptr<const RoutingTrace> trace;     // file only
+  double skew = 0;                            // zipf only
+  std::shared_ptr<const RoutingTrace> trace;  // file only
 };
 
 // One shape. Only the dims of its op are meaningful; the rest stay 0.
@@ -97,8 +97,8 @@ struct ScoringRule {
   enum class Aggregate { shapes, regimes };
   Aggregate aggregate = Aggregate::shapes;       // geomean over shapes, or over regime geomeans
   std::map<std::string, double> regime_weights;  // empty: equal weights
-  double failed_speedup = 0;   // 0: a failed shape leaves the run with no aggregate;
-                               // > 0: a failed shape counts as this speedup (e.g. 0.5)
+  double failed_speedup = 0;                     // 0: a failed shape leaves the run with no aggregate;
+                                                 // > 0: a failed shape counts as this speedup (e.g. 0.5)
 };
 const char* aggregate_name(ScoringRule::Aggregate a);  // "shapes", "regimes"
 

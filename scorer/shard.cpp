@@ -15,8 +15,7 @@ ShardSpec parse_shard(const std::string& v) {
   ShardSpec s{whole(v.substr(0, slash)), whole(v.substr(slash + 1))};
   if (s.count < 1 || s.count > kMaxShards)
     throw std::invalid_argument("N must be 1 to " + std::to_string(kMaxShards) + ", got '" + v + "'");
-  if (s.index < 1 || s.index > s.count)
-    throw std::invalid_argument("I must be 1 to N, got '" + v + "'");
+  if (s.index < 1 || s.index > s.count) throw std::invalid_argument("I must be 1 to N, got '" + v + "'");
   return s;
 }
 

@@ -15,8 +15,8 @@ namespace {
 // Geometric means per regime and overall of per-shape values, over the shapes
 // with a value (not NaN): the recorded-baseline figures, which have no
 // interval.
-void geomeans(const std::vector<double>& per_shape, const std::vector<int>& regime_of,
-              std::vector<double>* regimes, double* aggregate) {
+void geomeans(const std::vector<double>& per_shape, const std::vector<int>& regime_of, std::vector<double>* regimes,
+              double* aggregate) {
   std::vector<double> log_sum(regimes->size(), 0.0);
   std::vector<int> count(regimes->size(), 0);
   double all_sum = 0;
@@ -29,8 +29,7 @@ void geomeans(const std::vector<double>& per_shape, const std::vector<int>& regi
     all_sum += l;
     ++all_count;
   }
-  for (size_t g = 0; g < regimes->size(); ++g)
-    (*regimes)[g] = count[g] ? std::exp(log_sum[g] / count[g]) : NAN;
+  for (size_t g = 0; g < regimes->size(); ++g) (*regimes)[g] = count[g] ? std::exp(log_sum[g] / count[g]) : NAN;
   *aggregate = all_count ? std::exp(all_sum / all_count) : NAN;
 }
 
@@ -96,9 +95,7 @@ std::vector<double> paired_ratios(const std::vector<double>& baseline, const std
 // Uniform index in [0, n) from the high half of a 64x64-bit product, rather
 // than std::uniform_int_distribution, whose algorithm differs between standard
 // libraries: a results file recomputed anywhere gives the same intervals.
-size_t draw(std::mt19937_64& rng, size_t n) {
-  return size_t((static_cast<unsigned __int128>(rng()) * n) >> 64);
-}
+size_t draw(std::mt19937_64& rng, size_t n) { return size_t((static_cast<unsigned __int128>(rng()) * n) >> 64); }
 
 double median(std::vector<double> v) { return median_inplace(v); }
 

@@ -18,9 +18,9 @@
 
 namespace scorer {
 
-double median(std::vector<double> v);          // of a copy; NaN when empty
-double median_inplace(std::vector<double>& v); // reorders v; NaN when empty
-double geomean(const std::vector<double>& v);  // NaN when empty or any value <= 0
+double median(std::vector<double> v);           // of a copy; NaN when empty
+double median_inplace(std::vector<double>& v);  // reorders v; NaN when empty
+double geomean(const std::vector<double>& v);   // NaN when empty or any value <= 0
 // Quantile q in [0, 1] of sorted values, interpolated between order statistics.
 double quantile_sorted(const std::vector<double>& sorted, double q);
 
@@ -78,7 +78,7 @@ int interval_replicates(const RunResult& run);
 // simulations in tests/cpu_coverage.cpp time with exactly these values.
 struct StoppingRule {
   int min_trials = 30;
-  int check_every = 10;                // look at the interval every this many trials (and at max_trials)
+  int check_every = 10;  // look at the interval every this many trials (and at max_trials)
   int max_trials = 2000;
   double target_rel_halfwidth = 0.01;  // converged: the median's 95% half-width under this fraction
   double time_cap_s = 2.0;             // seconds spent timing this replicate

@@ -99,7 +99,8 @@ double student_t_quantile(double p, double df) {
 }
 
 double welch_df(double var_a, double df_a, double var_b, double df_b) {
-  const double denominator = (is_normal(df_a) ? 0 : var_a * var_a / df_a) + (is_normal(df_b) ? 0 : var_b * var_b / df_b);
+  const double denominator =
+      (is_normal(df_a) ? 0 : var_a * var_a / df_a) + (is_normal(df_b) ? 0 : var_b * var_b / df_b);
   if (!(denominator > 0)) return kInfiniteDf;
   return (var_a + var_b) * (var_a + var_b) / denominator;
 }

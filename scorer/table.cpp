@@ -22,9 +22,7 @@ std::string interval(double lo, double hi) {
   return "[" + format_number("%.4f", lo) + ", " + format_number("%.4f", hi) + "]";
 }
 
-std::string count(int n, const char* noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
+std::string count(int n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
 std::string pad(const std::string& s, size_t width) {
   return s + std::string(width - std::min(width, display_width(s)), ' ');
@@ -63,10 +61,10 @@ std::string coverage_line(const RunResult& run) {
 }  // namespace
 
 void print_table(std::ostream& os, const RunResult& run) {
-  TextTable table({"shape", "regime", "correct", "baseline µs", "submission µs", "% of floor",
-                   "speedup [95% interval]", "note"},
-                  {TextTable::Align::left, TextTable::Align::left, TextTable::Align::left, TextTable::Align::right,
-                   TextTable::Align::right, TextTable::Align::right, TextTable::Align::left, TextTable::Align::left});
+  TextTable table(
+      {"shape", "regime", "correct", "baseline µs", "submission µs", "% of floor", "speedup [95% interval]", "note"},
+      {TextTable::Align::left, TextTable::Align::left, TextTable::Align::left, TextTable::Align::right,
+       TextTable::Align::right, TextTable::Align::right, TextTable::Align::left, TextTable::Align::left});
   for (const ShapeResult& r : run.shapes) {
     const bool ok = r.status == "ok";
     table.add({r.shape.name, r.shape.regime, correct(r), ok ? us(r.baseline_median_us) : "-",
@@ -80,33 +78,29 @@ void print_table(std::ostream& os, const RunResult& run) {
   os << "\n";
 
   size_t name_width = 0;
-  for (const RegimeResult& g : run.regimes)
-    name_width = std::max(name_width, display_width(g.name));
+  for (const RegimeResult& g : run.regimes) name_width = std::max(name_width, display_width(g.name));
   const bool graph = std::any_of(run.shapes.begin(), run.shapes.end(), [](const ShapeResult& r) {
     return !pooled(r, &ReplicateResult::graph_candidate_us).empty();
   });
-  const bool recorded = std::any_of(run.shapes.begin(), run.shapes.end(),
-                                    [](const ShapeResult& r) { return r.recorded_us > 0; });
+  const bool recorded =
+      std::any_of(run.shapes.begin(), run.shapes.end(), [](const ShapeResult& r) { return r.recorded_us > 0; });
   auto figure = [](const Interval& i) {
     return i.point > 0 ? speedup(i.point) + "  95% " + interval(i.lo, i.hi) : std::string("-");
   };
   for (const RegimeResult& g : run.regimes) {
-    os << "regime " << pad(g.name, name_width) << "  " << figure(g.speedup) << "  "
-       << count(g.shapes, "shape") << (g.failed ? ", " + std::to_string(g.failed) + " failed" : "")
-       << "\n";
+    os << "regime " << pad(g.name, name_width) << "  " << figure(g.speedup) << "  " << count(g.shapes, "shape")
+       << (g.failed ? ", " + std::to_string(g.failed) + " failed" : "") << "\n";
   }
   if (graph) {
     for (const RegimeResult& g : run.regimes)
-      os << "regime " << pad(g.name, name_width) << "  (graph)  " << figure(g.graph_speedup)
-         << "\n";
+      os << "regime " << pad(g.name, name_width) << "  (graph)  " << figure(g.graph_speedup) << "\n";
     os << "aggregate (graph) " << figure(run.graph_aggregate) << "\n";
   }
   if (recorded) {
     for (const RegimeResult& g : run.regimes)
       os << "regime " << pad(g.name, name_width) << "  vs recorded  "
          << (g.recorded_speedup > 0 ? speedup(g.recorded_speedup) : "-") << "\n";
-    os << "aggregate vs recorded "
-       << (run.recorded_aggregate > 0 ? speedup(run.recorded_aggregate) : "-")
+    os << "aggregate vs recorded " << (run.recorded_aggregate > 0 ? speedup(run.recorded_aggregate) : "-")
        << (run.recorded_source.empty() ? "" : "  (" + run.recorded_source + ")") << "\n";
   }
   const std::string outcome = run.correctness_passed

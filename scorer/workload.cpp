@@ -184,9 +184,7 @@ constexpr double kBf16 = 2, kI32 = 4, kF32 = 4;
 
 // Weights of one moe expert: W13 [2I, H] and W2 [H, I], half a byte per code
 // and one bf16 scale per group.
-double moe_expert_weights(const Shape& s) {
-  return 3.0 * s.I * double(s.H) * (0.5 + kBf16 / ref::kGroupSize);
-}
+double moe_expert_weights(const Shape& s) { return 3.0 * s.I * double(s.H) * (0.5 + kBf16 / ref::kGroupSize); }
 }  // namespace
 
 OpBytes op_bytes(const Shape& s, const Routing* routing) {
@@ -220,9 +218,12 @@ double min_bytes(const Shape& s, const Routing* routing) { return op_bytes(s, ro
 
 double op_flops(const Shape& s, const Routing* routing) {
   switch (s.op) {
-    case Op::pooler: return 2.0 * s.B * s.H * double(s.H);
-    case Op::dense: return 2.0 * s.M * s.N * double(s.K);
-    case Op::router: return 2.0 * s.T * s.E * double(s.H);
+    case Op::pooler:
+      return 2.0 * s.B * s.H * double(s.H);
+    case Op::dense:
+      return 2.0 * s.M * s.N * double(s.K);
+    case Op::router:
+      return 2.0 * s.T * s.E * double(s.H);
     case Op::moe_w4a16: {
       const int routes = routing ? local_routes(s, *routing) : s.M * s.k;
       return routes * (2.0 * 2 * s.I * double(s.H) + 2.0 * s.H * double(s.I));
@@ -248,8 +249,10 @@ double scorer_held_bytes(const Shape& s) {
   switch (s.op) {
     case Op::pooler:  // hidden rows the op does not read, up to B*max_len tokens; fp32 reference out
       return double(s.B) * (s.max_len - 1) * s.H * kBf16 + double(s.B) * s.H * kF32;
-    case Op::dense: return double(s.M) * s.N * kF32;
-    case Op::router: return double(s.T) * s.E * kF32;
+    case Op::dense:
+      return double(s.M) * s.N * kF32;
+    case Op::router:
+      return double(s.T) * s.E * kF32;
     case Op::moe_w4a16:  // the baseline's bf16 and the reference's fp32 weights; fp32 reference out
       return s.E_local * 3.0 * s.I * double(s.H) * (kBf16 + kF32) + double(s.M) * s.H * kF32;
   }
@@ -262,8 +265,6 @@ double host_bytes(const Shape& s) {
   return s.op == Op::moe_w4a16 ? (kRoutingPool + 1.0) * s.M * double(s.k) * (kI32 + kF32) : 0;
 }
 
-uint64_t shape_seed(uint64_t run_seed, const Shape& s) {
-  return derive_seed(run_seed, hash_string(s.name.c_str()));
-}
+uint64_t shape_seed(uint64_t run_seed, const Shape& s) { return derive_seed(run_seed, hash_string(s.name.c_str())); }
 
 }  // namespace scorer

@@ -31,8 +31,8 @@ std::vector<int32_t> draw_cu_seqlens(const Shape& s, uint64_t seed);
 // weights. Drawn routings (uniform, zipf) weight a token's picks by the
 // softmax of N(0, 1) logits; a trace's windows keep its recorded weights.
 struct Routing {
-  std::vector<int32_t> ids;     // [M, k]
-  std::vector<float> weights;   // [M, k]
+  std::vector<int32_t> ids;    // [M, k]
+  std::vector<float> weights;  // [M, k]
   bool operator==(const Routing& o) const { return ids == o.ids && weights == o.weights; }
 };
 

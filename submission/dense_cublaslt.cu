@@ -22,12 +22,12 @@
 namespace submission {
 namespace {
 
-#define DENSE_LT(call)                                                                          \
-  do {                                                                                          \
-    const cublasStatus_t s_ = (call);                                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                            \
-      throw std::runtime_error(std::string(#call) + ": " + cublasLtGetStatusName(s_) + " (" +  \
-                               __FILE__ + ":" + std::to_string(__LINE__) + ")");              \
+#define DENSE_LT(call)                                                                                         \
+  do {                                                                                                         \
+    const cublasStatus_t s_ = (call);                                                                          \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                                           \
+      throw std::runtime_error(std::string(#call) + ": " + cublasLtGetStatusName(s_) + " (" + __FILE__ + ":" + \
+                               std::to_string(__LINE__) + ")");                                                \
   } while (0)
 
 // 32 MiB: the workspace cuBLAS recommends on Hopper, and what the baseline gives it.
@@ -118,9 +118,8 @@ class DenseCublasLt final : public Dense {
 
 std::unique_ptr<Dense> make_dense_cublaslt(const DenseDims& dims, const DenseWeights& w) {
   if (dims.M < 1 || dims.N < 1 || dims.K < 8 || dims.K % 8 != 0)
-    throw std::invalid_argument("dense: need M >= 1, N >= 1, K >= 8, K % 8 == 0 (got M=" +
-                                std::to_string(dims.M) + " N=" + std::to_string(dims.N) +
-                                " K=" + std::to_string(dims.K) + ")");
+    throw std::invalid_argument("dense: need M >= 1, N >= 1, K >= 8, K % 8 == 0 (got M=" + std::to_string(dims.M) +
+                                " N=" + std::to_string(dims.N) + " K=" + std::to_string(dims.K) + ")");
   return std::make_unique<DenseCublasLt>(dims, w);
 }
 

@@ -26,7 +26,9 @@ class DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
   ~DeviceMemory() { cudaFree(p_); }
   template <class T>  // T: the element type the memory holds
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
 
  private:
   void* p_ = nullptr;

@@ -36,15 +36,16 @@ constexpr int kChunkK = 32;  // k per warp step: one 16-byte load per row feeds 
 // the load itself rather than on a branch, so that the loads of a batch stay in one basic block
 // and can all issue before the first mma. The outputs are early-clobber ("=&r"): they are zeroed
 // before the address is read.
-#define SUBMISSION_DIRECT_LOAD16(QUALIFIERS)                         \
-  "{\n"                                                               \
-  "  .reg .pred p;\n"                                                 \
-  "  setp.ne.b32 p, %5, 0;\n"                                         \
-  "  mov.b32 %0, 0;\n"                                                \
-  "  mov.b32 %1, 0;\n"                                                \
-  "  mov.b32 %2, 0;\n"                                                \
-  "  mov.b32 %3, 0;\n"                                                \
-  "  @p ld.global.nc" QUALIFIERS ".v4.u32 {%0, %1, %2, %3}, [%4];\n" \
+#define SUBMISSION_DIRECT_LOAD16(QUALIFIERS) \
+  "{\n"                                      \
+  "  .reg .pred p;\n"                        \
+  "  setp.ne.b32 p, %5, 0;\n"                \
+  "  mov.b32 %0, 0;\n"                       \
+  "  mov.b32 %1, 0;\n"                       \
+  "  mov.b32 %2, 0;\n"                       \
+  "  mov.b32 %3, 0;\n"                       \
+  "  @p ld.global.nc" QUALIFIERS             \
+  ".v4.u32 {%0, %1, %2, %3}, [%4];\n"        \
   "}\n"
 
 // Weights: L1 is skipped (no SM reads a weight byte twice, and the token rows keep L1 to
@@ -92,8 +93,8 @@ struct RowMajorWeights {
 template <int Tiles>  // Tiles: 16-row tiles per warp
 struct PackedTiles {
   static constexpr int kTiles = Tiles;
-  const uint4* tile;         // the first tile's first chunk
-  size_t tile_pieces = 0;    // 16-byte pieces from one tile to the next
+  const uint4* tile;       // the first tile's first chunk
+  size_t tile_pieces = 0;  // 16-byte pieces from one tile to the next
   int count = 1;
   size_t chunk_pieces = 64;  // ... and from one chunk of a tile to its next
   __device__ __forceinline__ void load(int chunk, bool in, uint4 (&a)[Tiles], uint4 (&b)[Tiles]) const {
@@ -110,8 +111,7 @@ using PackedWeights = PackedTiles<1>;
 // The weight loads of one batch: Batch chunks from c0 on, stride apart.
 template <int Batch, class Weights>  // Batch: chunks per batch
 __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, int stride,
-                                             uint4 (&a)[Batch][Weights::kTiles],
-                                             uint4 (&b)[Batch][Weights::kTiles]) {
+                                             uint4 (&a)[Batch][Weights::kTiles], uint4 (&b)[Batch][Weights::kTiles]) {
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {
     const int chunk = c0 + u * stride;
@@ -123,8 +123,8 @@ __device__ __forceinline__ void load_weights(const Weights& w, int c0, int end, 
 // holds chunk s ^ rot, TileStrides).
 // TokenTiles: 8-token tiles, Batch: chunks per batch, kRotated: rotated walk
 template <int TokenTiles, int Batch, bool kRotated>
-__device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[TokenTiles], int K, int c0, int end, int stride,
-                                            uint4 (&xv)[Batch][TokenTiles], int rot) {
+__device__ __forceinline__ void load_tokens(const __nv_bfloat16* const (&x)[TokenTiles], int K, int c0, int end,
+                                            int stride, uint4 (&xv)[Batch][TokenTiles], int rot) {
   const int q = threadIdx.x % 4;
 #pragma unroll
   for (int u = 0; u < Batch; ++u) {

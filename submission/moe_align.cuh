@@ -44,17 +44,17 @@ inline size_t align_smem_bytes(int E_local, int routes) {
 // Static, like the warp kernel below: the GPU tests include this header
 // beside the op's own file to compare the two kernels' layouts.
 static __global__ void __launch_bounds__(kAlignThreads)
-    moe_align_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank,
-                     int block_tokens, int max_blocks, AlignedRoutes out) {
+    moe_align_kernel(const int32_t* __restrict__ topk_ids, int M, int k, int E_local, int ep_rank, int block_tokens,
+                     int max_blocks, AlignedRoutes out) {
   // GEMM 1's CTAs may become resident while the routing is aligned; they wait
   // for this grid's results themselves.
   pdl_launch_dependents();
 
   extern __shared__ int align_smem[];
-  int* count = align_smem;                          // routes per local expert
-  int* first_block = count + E_local;               // first block of each expert
-  int* placed = first_block + E_local;              // routes of each expert placed so far
-  int* warp_table = placed + E_local;               // [kAlignWarps][E_local], zero between chunks
+  int* count = align_smem;                                 // routes per local expert
+  int* first_block = count + E_local;                      // first block of each expert
+  int* placed = first_block + E_local;                     // routes of each expert placed so far
+  int* warp_table = placed + E_local;                      // [kAlignWarps][E_local], zero between chunks
   int* route_expert = warp_table + kAlignWarps * E_local;  // local expert of route r < cached, -1: off-rank
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int routes = M * k, cached = routes < kAlignCachedRoutes ? routes : kAlignCachedRoutes;

@@ -290,9 +290,9 @@ struct StreamK {
 // call. Every CTA of the grid is resident (persistent grid), so the wait
 // ends.
 template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
-__device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta, float (&acc)[WarpTiles][TokenTiles][4],
-                                               const StreamK& sk, int unit, int groups, int stages,
-                                               unsigned ticket) {
+__device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* meta,
+                                               float (&acc)[WarpTiles][TokenTiles][4], const StreamK& sk, int unit,
+                                               int groups, int stages, unsigned ticket) {
   constexpr int kFrag = kMmaThreads * WarpTiles * TokenTiles;  // float4 per slot
   const int tid = threadIdx.x;
   const long long u0 = (long long)unit * groups;
@@ -304,7 +304,8 @@ __device__ __forceinline__ void stream_k_fixup(const MmaGemmArgs& a, const int* 
     for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
       for (int nt = 0; nt < TokenTiles; ++nt)
-        __stcg(mine + rt * TokenTiles + nt, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+        __stcg(mine + rt * TokenTiles + nt,
+               make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
     consumers_sync();  // every thread's part is stored before thread 0 releases it
     if (tid == 0) {
       asm volatile("fence.acq_rel.gpu;" ::: "memory");
@@ -409,13 +410,14 @@ __device__ __forceinline__ CtaStages cta_stages(const MmaGemmArgs& a, int* own_r
 // groups): GEMM 2's store and combine, GEMM 1's h, or its stream-K fix-up.
 // kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
-__device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* meta, float (&acc)[WarpTiles][TokenTiles][4],
-                                            const CtaStages& cs, int c_unit, int stages, int row_groups,
-                                            int splits, int* combine) {
+__device__ __forceinline__ void finish_unit(const MmaGemmArgs& a, const int* meta,
+                                            float (&acc)[WarpTiles][TokenTiles][4], const CtaStages& cs, int c_unit,
+                                            int stages, int row_groups, int splits, int* combine) {
   if constexpr (kDown) {
     store_partials<TokenTiles, WarpTiles>(a, meta, acc, splits);
     if (!a.deferred_combine)
-      count_and_combine<TokenTiles, WarpTiles>(a, cs.routes<TokenTiles>(a).token_routes, meta, row_groups, splits, combine);
+      count_and_combine<TokenTiles, WarpTiles>(a, cs.routes<TokenTiles>(a).token_routes, meta, row_groups, splits,
+                                               combine);
   } else if (stages == cs.unit_groups) {
     store_h<TokenTiles, WarpTiles>(a, meta, acc);
     publish_h(a, meta, cs.ticket);
@@ -445,11 +447,12 @@ struct ConsumerPos {
 // kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ void end_stages(const MmaGemmArgs& a, const CtaStages& cs, const int* meta, int n,
-                                           bool cta_last, int* combine, ConsumerPos& pos, float (&acc)[WarpTiles][TokenTiles][4]) {
+                                           bool cta_last, int* combine, ConsumerPos& pos,
+                                           float (&acc)[WarpTiles][TokenTiles][4]) {
   pos.group += n;
   if (pos.group == cs.unit_groups || cta_last) {
-    finish_unit<kDown, kSplit, TokenTiles, WarpTiles>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group, cs.row_groups,
-                                       cs.splits, combine);
+    finish_unit<kDown, kSplit, TokenTiles, WarpTiles>(a, meta, acc, cs, pos.unit, pos.group - pos.first_group,
+                                                      cs.row_groups, cs.splits, combine);
     pos.group = pos.first_group = 0;
     ++pos.unit;
     zero_acc(acc);
@@ -460,8 +463,8 @@ __device__ __forceinline__ void end_stages(const MmaGemmArgs& a, const CtaStages
 // kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles>
 __device__ __forceinline__ void consume_stage(const MmaGemmArgs& a, const CtaStages& cs, const unsigned char* stage,
-                                              const uint4* minus136_frag, int* combine, bool cta_last,
-                                              ConsumerPos& pos, float (&acc)[WarpTiles][TokenTiles][4]) {
+                                              const uint4* minus136_frag, int* combine, bool cta_last, ConsumerPos& pos,
+                                              float (&acc)[WarpTiles][TokenTiles][4]) {
   using Tile = MmaTile<TokenTiles, WarpTiles>;
   const int* meta = reinterpret_cast<const int*>(stage + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes);
   compute_stage<TokenTiles, WarpTiles>(stage, meta[2], minus136_frag, acc);
@@ -492,6 +495,5 @@ __device__ __forceinline__ void finish_gemm(const MmaGemmArgs& a, const CtaStage
     zero_unrouted_tokens(a, cs.routes<TokenTiles>(a).token_routes);
   }
 }
-
 
 }  // namespace submission::moe

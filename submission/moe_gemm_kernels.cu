@@ -9,21 +9,22 @@
 namespace submission::moe {
 namespace {
 
-template <bool kDown,   // GEMM 2 (down), else GEMM 1 (gate_up)
-          bool kSplit,  // GEMM 2 with a split reduction
-          bool kQueue,  // the GEMM on the work queue
-          int TokenTiles,       // 8-route token tiles per block
-          int WarpTiles>       // 16-row tiles per warp
+template <bool kDown,      // GEMM 2 (down), else GEMM 1 (gate_up)
+          bool kSplit,     // GEMM 2 with a split reduction
+          bool kQueue,     // the GEMM on the work queue
+          int TokenTiles,  // 8-route token tiles per block
+          int WarpTiles>   // 16-row tiles per warp
 MmaKernel ws_kernel() {
-  return {moe_ws_kernel<kDown, TokenTiles, WarpTiles, 3, kSplit, kQueue>, WsPipeline<TokenTiles, WarpTiles, 3>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows,
-          kWsThreads, true};
+  return {moe_ws_kernel<kDown, TokenTiles, WarpTiles, 3, kSplit, kQueue>,
+          WsPipeline<TokenTiles, WarpTiles, 3>::kSmemBytes, MmaTile<TokenTiles, WarpTiles>::kRows, kWsThreads, true};
 }
 
 template <bool kDown, bool kSplit, bool kQueue,  // as ws_kernel's
-          int TokenTiles>                                // 8-route token tiles per block
+          int TokenTiles>                        // 8-route token tiles per block
 MmaKernel ws_kernel_rows(int tile_rows) {
   constexpr int kRt128 = TokenTiles < 8 ? 2 : 1;  // WarpTiles of 128-row units (none with blocks of 64, refused below)
-  return tile_rows == 128 ? ws_kernel<kDown, kSplit, kQueue, TokenTiles, kRt128>() : ws_kernel<kDown, kSplit, kQueue, TokenTiles, 1>();
+  return tile_rows == 128 ? ws_kernel<kDown, kSplit, kQueue, TokenTiles, kRt128>()
+                          : ws_kernel<kDown, kSplit, kQueue, TokenTiles, 1>();
 }
 
 template <bool kDown, bool kSplit, bool kQueue>  // as ws_kernel's
@@ -31,10 +32,14 @@ MmaKernel ws_kernel_tokens(int block_tokens, int tile_rows) {
   if (block_tokens == 64 && tile_rows == 128)
     throw std::invalid_argument("moe_w4a16: no 128-row kernel for blocks of 64");
   switch (block_tokens) {
-    case 8: return ws_kernel_rows<kDown, kSplit, kQueue, 1>(tile_rows);
-    case 16: return ws_kernel_rows<kDown, kSplit, kQueue, 2>(tile_rows);
-    case 32: return ws_kernel_rows<kDown, kSplit, kQueue, 4>(tile_rows);
-    case 64: return ws_kernel_rows<kDown, kSplit, kQueue, 8>(tile_rows);
+    case 8:
+      return ws_kernel_rows<kDown, kSplit, kQueue, 1>(tile_rows);
+    case 16:
+      return ws_kernel_rows<kDown, kSplit, kQueue, 2>(tile_rows);
+    case 32:
+      return ws_kernel_rows<kDown, kSplit, kQueue, 4>(tile_rows);
+    case 64:
+      return ws_kernel_rows<kDown, kSplit, kQueue, 8>(tile_rows);
   }
   throw std::invalid_argument("moe_w4a16: no kernel for this block size");
 }

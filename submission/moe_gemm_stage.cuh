@@ -56,38 +56,38 @@ struct MmaTile {
 };
 
 struct MmaGemmArgs {
-  const uint4* weights;     // repacked codes (tile_group_words), with the scales where stage-packed
-  const uint4* scales;      // repacked scales apart, or = weights where stage-packed
-  int tiles;                // 16-row tiles per expert: 2I/16 (GEMM 1), H/16 (GEMM 2)
-  int groups;               // reduction dim / 128
-  int splits;               // parts the reduction is split into (a divisor of groups; 1 in GEMM 1)
-  const __nv_bfloat16* act; // GEMM 1: X [M][H], row of route r = r/k; GEMM 2: h [M*k][I], row r
+  const uint4* weights;      // repacked codes (tile_group_words), with the scales where stage-packed
+  const uint4* scales;       // repacked scales apart, or = weights where stage-packed
+  int tiles;                 // 16-row tiles per expert: 2I/16 (GEMM 1), H/16 (GEMM 2)
+  int groups;                // reduction dim / 128
+  int splits;                // parts the reduction is split into (a divisor of groups; 1 in GEMM 1)
+  const __nv_bfloat16* act;  // GEMM 1: X [M][H], row of route r = r/k; GEMM 2: h [M*k][I], row r
   AlignedRoutes routes;
-  __nv_bfloat16* h;         // GEMM 1 output [M*k][I]
-  float* partial;           // GEMM 2: fp32 rows of each route and split [M*k][splits][H]
-  int* counters;            // GEMM 2: finished (route, split) units per (token, row group), zero between calls
-  int deferred_combine;     // GEMM 2: 1 = combine_all_tokens after every unit, 0 = count_and_combine per unit
+  __nv_bfloat16* h;      // GEMM 1 output [M*k][I]
+  float* partial;        // GEMM 2: fp32 rows of each route and split [M*k][splits][H]
+  int* counters;         // GEMM 2: finished (route, split) units per (token, row group), zero between calls
+  int deferred_combine;  // GEMM 2: 1 = combine_all_tokens after every unit, 0 = count_and_combine per unit
   unsigned long long* grid_arrivals;  // GEMM 2 deferred: CTAs arrived at the barrier, ever (never reset)
-  int stream_k;             // GEMM 1: 1 = stream-K schedule (see moe_mma_kernel), 0 = whole units
-  float4* sk_partial;       // GEMM 1 stream-K: each CTA's part of its first unit, [grid][128 threads][WarpTiles*TokenTiles]
-  int* sk_counters;         // GEMM 1 stream-K: stages summed so far per unit, zero between calls
-  __nv_bfloat16* out;       // [M][H]
+  int stream_k;                       // GEMM 1: 1 = stream-K schedule (see moe_mma_kernel), 0 = whole units
+  float4* sk_partial;  // GEMM 1 stream-K: each CTA's part of its first unit, [grid][128 threads][WarpTiles*TokenTiles]
+  int* sk_counters;    // GEMM 1 stream-K: stages summed so far per unit, zero between calls
+  __nv_bfloat16* out;  // [M][H]
   const int32_t* topk_ids;  // [M][k]
   const float* topk_weights;
   int M, H, I, k, ep_rank, E_local;
-  int cta_align;            // 1: the CTA aligns the routes itself (cta_align_routes), `routes` unused
-  int max_blocks;           // the routing's block bound (cta_align's layout)
+  int cta_align;   // 1: the CTA aligns the routes itself (cta_align_routes), `routes` unused
+  int max_blocks;  // the routing's block bound (cta_align's layout)
   // The work queue (moe_ws_kernel with kQueue, moe_mma_ws.cuh), each GEMM its own:
-  int* queue;               // [2]: pieces taken, CTAs done; zero between calls
-  int chunk_stages;         // GEMM 1: stages per chunk of a unit (the unit's last chunk may be shorter)
-  float4* chunk_partial;    // GEMM 1: each chunk's posted accumulators [chunk][MMA warp][WarpTiles*TokenTiles][32 lanes]
-  int* chunk_counters;      // GEMM 1: chunks posted per (unit, MMA warp), zero between calls
+  int* queue;             // [2]: pieces taken, CTAs done; zero between calls
+  int chunk_stages;       // GEMM 1: stages per chunk of a unit (the unit's last chunk may be shorter)
+  float4* chunk_partial;  // GEMM 1: each chunk's posted accumulators [chunk][MMA warp][WarpTiles*TokenTiles][32 lanes]
+  int* chunk_counters;    // GEMM 1: chunks posted per (unit, MMA warp), zero between calls
   // GEMM 1 -> GEMM 2 unit by unit (the plan's h_flags; nullptr: GEMM 2 waits
   // for GEMM 1's whole grid), see publish_h and wait_h:
-  unsigned* h_ready;        // [max_blocks][h_row_groups]: the call's ticket once that unit's h is stored
-  unsigned* tickets;        // [2]: the last call's ticket; GEMM 2's CTAs done in this call
-  int h_row_groups;         // GEMM 1's row groups per block
-  int rotate;               // warp-specialised GEMM 1: 1 = each unit's stages start at a group of its own
+  unsigned* h_ready;  // [max_blocks][h_row_groups]: the call's ticket once that unit's h is stored
+  unsigned* tickets;  // [2]: the last call's ticket; GEMM 2's CTAs done in this call
+  int h_row_groups;   // GEMM 1's row groups per block
+  int rotate;         // warp-specialised GEMM 1: 1 = each unit's stages start at a group of its own
 };
 
 // A read of the routing: L2 (.cg) where it is the alignment launch's output
@@ -117,21 +117,22 @@ __device__ __forceinline__ int* cta_align_routes(const MmaGemmArgs& a, int* smem
 template <int TokenTiles>  // TokenTiles: 8-token tiles
 struct UnitMeta {
   int block = -1, row_group = 0, split = 0, expert = 0, routes = 0;
-  int rot = 0;      // GEMM 1: the producer's first stage of the unit reads its group rot (stage_group)
+  int rot = 0;              // GEMM 1: the producer's first stage of the unit reads its group rot (stage_group)
   int route[TokenTiles];    // route of slot (tid/16) + 8j: the slots whose activations this thread copies
   int act_row[TokenTiles];  // GEMM 1: the route's token, its activation row (-1: padding); GEMM 2 reads row route
-  const uint4* w_src;  // this thread's first weight chunk of group 0
-  const uint4* s_src;  // its scale chunk of group 0 (threads < 2 * tiles), weights apart only
+  const uint4* w_src;       // this thread's first weight chunk of group 0
+  const uint4* s_src;       // its scale chunk of group 0 (threads < 2 * tiles), weights apart only
 };
 
 // Which copies of a stage a thread issues (a policy type, computed from
 // threadIdx where used, so that no register holds it across the kernel):
 // the activation slots slot0() + 8j, 16-byte chunk w_chunk() of the unit's
 // tile w_tile(), scale chunk s_chunk() of tile s_tile() (both in uint4); and
-// kDown: GEMM 2, kContig: unit-packed weights, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, Map: copy mapping
+// kDown: GEMM 2, kContig: unit-packed weights, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, Map: copy
+// mapping
 template <bool kDown, bool kContig, int TokenTiles, int WarpTiles, class Map>
 __device__ __forceinline__ UnitMeta<TokenTiles> load_unit(const MmaGemmArgs& a, const AlignedRoutes& routes, int unit,
-                                                  int units, int blocks, int splits, double inv_k) {
+                                                          int units, int blocks, int splits, double inv_k) {
   using Tile = MmaTile<TokenTiles, WarpTiles>;
   constexpr int kPack = kContig ? Tile::kTiles : 1;
   UnitMeta<TokenTiles> u;
@@ -163,8 +164,7 @@ __device__ __forceinline__ UnitMeta<TokenTiles> load_unit(const MmaGemmArgs& a, 
   u.w_src = a.weights + tile_group_words(tile0 + Map::w_tile(), 0, a.groups, kPack, Map::kStagePacked).codes / 4 +
             Map::w_chunk();
   if constexpr (!Map::kStagePacked)  // stage-packed, a stage's scales follow its codes in w_src's run
-    u.s_src = a.scales + tile_group_words(tile0 + Map::s_tile(), 0, a.groups, kPack, false).scales / 4 +
-              Map::s_chunk();
+    u.s_src = a.scales + tile_group_words(tile0 + Map::s_tile(), 0, a.groups, kPack, false).scales / 4 + Map::s_chunk();
   return u;
 }
 
@@ -282,8 +282,9 @@ __device__ __forceinline__ void with_route_tiles(int routes, const F& f) {
 template <int TokenTiles, int WarpTiles>  // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 __device__ __forceinline__ void compute_stage(const unsigned char* stage, int routes, const uint4* minus136_frag,
                                               float (&acc)[WarpTiles][TokenTiles][4]) {
-  with_route_tiles<TokenTiles>(routes,
-                       [&](auto n) { compute_stage_tiles<decltype(n)::value, TokenTiles, WarpTiles>(stage, minus136_frag, acc); });
+  with_route_tiles<TokenTiles>(routes, [&](auto n) {
+    compute_stage_tiles<decltype(n)::value, TokenTiles, WarpTiles>(stage, minus136_frag, acc);
+  });
 }
 
 // Two stages of the same unit, one after the other in the instruction

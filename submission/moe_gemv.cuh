@@ -20,10 +20,10 @@ namespace submission::moe {
 constexpr int kGemvThreads = 256;
 
 struct GemvArgs {
-  const uint8_t* W13;  // [E_local][2I][H/2]
-  const uint16_t* S13; // [E_local][2I][H/128]
-  const uint8_t* W2;   // [E_local][H][I/2]
-  const uint16_t* S2;  // [E_local][H][I/128]
+  const uint8_t* W13;   // [E_local][2I][H/2]
+  const uint16_t* S13;  // [E_local][2I][H/128]
+  const uint8_t* W2;    // [E_local][H][I/2]
+  const uint16_t* S2;   // [E_local][H][I/128]
   const __nv_bfloat16* X;
   const int32_t* topk_ids;
   const float* topk_weights;
@@ -63,8 +63,7 @@ __device__ __forceinline__ float dot32(uint4 codes, const __nv_bfloat16* x) {
 
 // One row (K codes, K/128 scales) dotted with a bf16 vector of length K,
 // reduced over the warp; every lane gets the result.
-__device__ __forceinline__ float row_dot(const uint8_t* codes, const uint16_t* scales,
-                                         const __nv_bfloat16* x, int K) {
+__device__ __forceinline__ float row_dot(const uint8_t* codes, const uint16_t* scales, const __nv_bfloat16* x, int K) {
   float s = 0.f;
   for (int c = threadIdx.x & 31; c < K / 32; c += 32) {
     const uint4 q = *reinterpret_cast<const uint4*>(codes + size_t(c) * 16);
@@ -88,8 +87,7 @@ __global__ void __launch_bounds__(kGemvThreads) moe_gemv_up_kernel(const GemvArg
       const __nv_bfloat16* x = a.X + size_t(r / a.k) * a.H;
       const float gate = row_dot(a.W13 + gate_row * (a.H / 2), a.S13 + gate_row * (a.H / kGroup), x, a.H);
       const float up = row_dot(a.W13 + up_row * (a.H / 2), a.S13 + up_row * (a.H / kGroup), x, a.H);
-      if ((threadIdx.x & 31) == 0)
-        a.h[size_t(r) * a.I + i] = __float2bfloat16(gate / (1.f + expf(-gate)) * up);
+      if ((threadIdx.x & 31) == 0) a.h[size_t(r) * a.I + i] = __float2bfloat16(gate / (1.f + expf(-gate)) * up);
     }
   }
 }
@@ -106,8 +104,8 @@ __global__ void __launch_bounds__(kGemvThreads) moe_gemv_down_kernel(const GemvA
       const int e = moe_local_expert(a.topk_ids[r], a.ep_rank, a.E_local);
       if (e < 0) continue;
       const size_t row = size_t(e) * a.H + n;
-      sum += a.topk_weights[r] *
-             row_dot(a.W2 + row * (a.I / 2), a.S2 + row * (a.I / kGroup), a.h + size_t(r) * a.I, a.I);
+      sum +=
+          a.topk_weights[r] * row_dot(a.W2 + row * (a.I / 2), a.S2 + row * (a.I / kGroup), a.h + size_t(r) * a.I, a.I);
     }
     if ((threadIdx.x & 31) == 0) a.out[item] = __float2bfloat16(sum);
   }

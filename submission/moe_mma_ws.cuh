@@ -121,7 +121,8 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int chunk = (lane & 3) + 4 * i;
-      cp_async16(xs + act_stage_uint4(chunk, slot, Tile::kTokens), src + chunk * 8, row >= 0 ? 16 : 0);  // padding: zeros
+      cp_async16(xs + act_stage_uint4(chunk, slot, Tile::kTokens), src + chunk * 8,
+                 row >= 0 ? 16 : 0);  // padding: zeros
     }
   }
   cp_async_mbar_arrive(full);
@@ -133,8 +134,8 @@ __device__ __forceinline__ void ws_issue_acts(const MmaGemmArgs& a, const UnitMe
 // through here.
 // kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp
 template <bool kDown, int TokenTiles, int WarpTiles>
-__device__ __forceinline__ void ws_issue_unit_acts(const MmaGemmArgs& a, const UnitMeta<TokenTiles>& u, int i, int group,
-                                                   int unit_groups, unsigned ticket, unsigned char* stage,
+__device__ __forceinline__ void ws_issue_unit_acts(const MmaGemmArgs& a, const UnitMeta<TokenTiles>& u, int i,
+                                                   int group, int unit_groups, unsigned ticket, unsigned char* stage,
                                                    uint64_t* full) {
   if (kDown && a.h_ready != nullptr && i == 0) wait_h(a, u.block, u.split * unit_groups, unit_groups, ticket);
   ws_issue_acts<kDown, TokenTiles, WarpTiles>(a, u, group, stage, full);
@@ -179,8 +180,8 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
   const double inv_k = 1.0 / a.k;
   const uint64_t evict_first = l2_evict_first_policy();
   auto unit_meta = [&](int q) {
-    return load_unit<kDown, true, TokenTiles, WarpTiles, ProducerCopy<TokenTiles, WarpTiles>>(a, cs.routes<TokenTiles>(a), cq.unit(q), cs.units,
-                                                                 cs.blocks, cs.splits, inv_k);
+    return load_unit<kDown, true, TokenTiles, WarpTiles, ProducerCopy<TokenTiles, WarpTiles>>(
+        a, cs.routes<TokenTiles>(a), cq.unit(q), cs.units, cs.blocks, cs.splits, inv_k);
   };
   auto stage_at = [&](int slot) { return smem + slot * Tile::kStageBytes; };
   // GEMM 2's metadata says the unit's split (store_partials); GEMM 1's the chunk.
@@ -197,7 +198,8 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
     // it finishes, their activations (h) once it has.
     if (q < cq.total) early = min(Pipe::kStages, cq.length(q, cs.unit_groups));
     for (int i = 0; i < early; ++i)
-      ws_issue_weights<TokenTiles, WarpTiles>(u, stage_group(u, i, cs.unit_groups), stage_at(i), full + i, evict_first, tag(u, q));
+      ws_issue_weights<TokenTiles, WarpTiles>(u, stage_group(u, i, cs.unit_groups), stage_at(i), full + i, evict_first,
+                                              tag(u, q));
     if (a.h_ready == nullptr) pdl_wait();  // else wait_h, unit by unit
     down_launch_dependents(a);
   }
@@ -225,7 +227,8 @@ __device__ __forceinline__ void queue_producer(const MmaGemmArgs& a, const CtaSt
         ws_issue_weights<TokenTiles, WarpTiles>(u, group, stage_at(slot), full + slot, evict_first, tag(u, q));
       }
       // GEMM 2 takes whole units (g0 = 0), GEMM 1 on the queue waits for no flag.
-      ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, u, g, group, cs.unit_groups, cs.ticket, stage_at(slot), full + slot);
+      ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, u, g, group, cs.unit_groups, cs.ticket, stage_at(slot),
+                                                       full + slot);
       up_launch_dependents_after<kDown, Pipe::kStages>(++issued, false);
       if (++slot == Pipe::kStages) slot = 0, phase ^= 1;
     }
@@ -261,13 +264,16 @@ __device__ __forceinline__ void finish_chunk(const MmaGemmArgs& a, const ChunkQu
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // [chunk][warp][rt * TokenTiles + nt][lane]: a warp's 16-byte stores of one fragment are contiguous.
-  auto slot = [&](int chunk) { return a.chunk_partial + (size_t(chunk) * kMmaWarps + warp) * (WarpTiles * TokenTiles * 32) + lane; };
+  auto slot = [&](int chunk) {
+    return a.chunk_partial + (size_t(chunk) * kMmaWarps + warp) * (WarpTiles * TokenTiles * 32) + lane;
+  };
   float4* mine = slot(q);
 #pragma unroll
   for (int rt = 0; rt < WarpTiles; ++rt)
 #pragma unroll
     for (int nt = 0; nt < TokenTiles; ++nt)
-      __stcg(mine + (rt * TokenTiles + nt) * 32, make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
+      __stcg(mine + (rt * TokenTiles + nt) * 32,
+             make_float4(acc[rt][nt][0], acc[rt][nt][1], acc[rt][nt][2], acc[rt][nt][3]));
   __syncwarp();  // every lane's slot is stored before lane 0 releases it
   const int unit = cq.unit(q);
   int* counter = a.chunk_counters + size_t(unit) * kMmaWarps + warp;
@@ -306,7 +312,8 @@ __device__ __forceinline__ void finish_chunk(const MmaGemmArgs& a, const ChunkQu
 // The MMA warps on the queue: the stages as they land until the producer's
 // end slot, each of GEMM 1's chunks ended by finish_chunk, each of GEMM 2's
 // units by its store (and combine) as in moe_ws_kernel.
-// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM
+// kDown: GEMM 2, kSplit: split GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per
+// SM
 template <bool kDown, bool kSplit, int TokenTiles, int WarpTiles, int CtasPerSm>
 __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaStages& cs, const ChunkQueue& cq,
                                                unsigned char* smem, uint64_t* full, uint64_t* empty,
@@ -319,7 +326,8 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
   int slot = 0, in_chunk = 0, length = 0;
   uint32_t phase = 0;
   auto meta_of = [&](int s) {
-    return reinterpret_cast<const int*>(smem + s * Tile::kStageBytes + Tile::kWeightBytes + Tile::kScaleBytes + Tile::kActBytes);
+    return reinterpret_cast<const int*>(smem + s * Tile::kStageBytes + Tile::kWeightBytes + Tile::kScaleBytes +
+                                        Tile::kActBytes);
   };
 #pragma unroll 1
   for (;;) {
@@ -341,7 +349,8 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
     in_chunk += pair ? 2 : 1;
     if (in_chunk == length) {
       if constexpr (kDown)
-        finish_unit<true, kSplit, TokenTiles, WarpTiles>(a, meta, acc, cs, 0, length, cs.row_groups, cs.splits, combine);
+        finish_unit<true, kSplit, TokenTiles, WarpTiles>(a, meta, acc, cs, 0, length, cs.row_groups, cs.splits,
+                                                         combine);
       else
         finish_chunk<TokenTiles, WarpTiles>(a, cq, q, meta, acc);
       zero_acc(acc);
@@ -361,7 +370,8 @@ __device__ __forceinline__ void queue_consumer(const MmaGemmArgs& a, const CtaSt
 }
 
 // kQueue: the GEMM on the work queue (above) instead of CtaStages' schedule.
-// kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM, kSplit: split GEMM 2, kQueue: on the work queue
+// kDown: GEMM 2, TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM, kSplit: split
+// GEMM 2, kQueue: on the work queue
 template <bool kDown, int TokenTiles, int WarpTiles, int CtasPerSm, bool kSplit, bool kQueue = false>
 __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const MmaGemmArgs a) {
   static_assert(kDown || !kSplit, "only GEMM 2 splits its reduction");
@@ -391,7 +401,8 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
       queue_producer<kDown, TokenTiles, WarpTiles, CtasPerSm>(a, cs, cq, mma_smem, full, empty);
     } else {
       if constexpr (kDown) down_launch_dependents(a);  // as below
-      queue_consumer<kDown, kSplit, TokenTiles, WarpTiles, CtasPerSm>(a, cs, cq, mma_smem, full, empty, minus136_frag, combine);
+      queue_consumer<kDown, kSplit, TokenTiles, WarpTiles, CtasPerSm>(a, cs, cq, mma_smem, full, empty, minus136_frag,
+                                                                      combine);
     }
     return;
   }
@@ -405,18 +416,18 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
     const uint64_t evict_first = l2_evict_first_policy();
     int p_unit = 0, p_group = cs.start_group, p_slot = 0;
     uint32_t p_phase = 0;
-    UnitMeta<TokenTiles> cur = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
-        cs.unit_at(0), cs.units, blocks, splits, inv_k);
-    UnitMeta<TokenTiles> next = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
-        cs.unit_at(1), cs.units, blocks, splits, inv_k);
+    UnitMeta<TokenTiles> cur = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(
+        a, cs.routes<TokenTiles>(a), cs.unit_at(0), cs.units, blocks, splits, inv_k);
+    UnitMeta<TokenTiles> next = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(
+        a, cs.routes<TokenTiles>(a), cs.unit_at(1), cs.units, blocks, splits, inv_k);
     auto advance = [&]() {
       if (++p_slot == Pipe::kStages) p_slot = 0, p_phase ^= 1;
       if (++p_group == unit_groups) {
         p_group = 0;
         ++p_unit;
         cur = next;
-        next = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a),
-            cs.unit_at(p_unit + 1), cs.units, blocks, splits, inv_k);
+        next = load_unit<kDown, true, TokenTiles, WarpTiles, Map>(a, cs.routes<TokenTiles>(a), cs.unit_at(p_unit + 1),
+                                                                  cs.units, blocks, splits, inv_k);
       }
     };
     auto stage_at = [&]() { return mma_smem + p_slot * Tile::kStageBytes; };
@@ -428,8 +439,8 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
       const int p_unit0 = p_unit, p_group0 = p_group;
       const UnitMeta<TokenTiles> cur0 = cur, next0 = next;
       for (int i = 0; i < first; ++i) {
-        ws_issue_weights<TokenTiles, WarpTiles>(cur, stage_group(cur, p_group, unit_groups), stage_at(), full + p_slot, evict_first,
-                                 cur.split);
+        ws_issue_weights<TokenTiles, WarpTiles>(cur, stage_group(cur, p_group, unit_groups), stage_at(), full + p_slot,
+                                                evict_first, cur.split);
         advance();
       }
       if (a.h_ready == nullptr) pdl_wait();  // else wait_h, unit by unit
@@ -437,8 +448,8 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
       p_unit = p_unit0, p_group = p_group0, p_slot = 0, p_phase = 0;
       cur = cur0, next = next0;
       for (int i = 0; i < first; ++i) {
-        ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, cur, p_group, stage_group(cur, p_group, unit_groups), unit_groups,
-                                          cs.ticket, stage_at(), full + p_slot);
+        ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, cur, p_group, stage_group(cur, p_group, unit_groups),
+                                                         unit_groups, cs.ticket, stage_at(), full + p_slot);
         advance();
       }
     }
@@ -446,7 +457,8 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
       mbar_wait(empty + p_slot, p_phase ^ 1);  // a fresh barrier passes parity 1 at once
       const int group = stage_group(cur, p_group, unit_groups);
       ws_issue_weights<TokenTiles, WarpTiles>(cur, group, stage_at(), full + p_slot, evict_first, cur.split);
-      ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, cur, p_group, group, unit_groups, cs.ticket, stage_at(), full + p_slot);
+      ws_issue_unit_acts<kDown, TokenTiles, WarpTiles>(a, cur, p_group, group, unit_groups, cs.ticket, stage_at(),
+                                                       full + p_slot);
       up_launch_dependents_after<kDown, Pipe::kStages>(i + 1, false);
       advance();
     }
@@ -477,16 +489,16 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
       // Only if every lane's own test saw the stage landed: each lane then
       // holds its own acquire of it, with no wait added (a wait per lane
       // after lane 0's test cost 0.5-1% on the paired shapes).
-      pair = __all_sync(0xffffffffu, f + 1 < total && pos.group + 1 < cs.unit_groups &&
-                                         mbar_test(full + n_slot, n_phase));
+      pair =
+          __all_sync(0xffffffffu, f + 1 < total && pos.group + 1 < cs.unit_groups && mbar_test(full + n_slot, n_phase));
     }
     if (pair) {
       consume_two_stages<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes,
-                                                mma_smem + n_slot * Tile::kStageBytes, minus136_frag, combine,
-                                                f + 1 == total - 1, pos, acc);
+                                                               mma_smem + n_slot * Tile::kStageBytes, minus136_frag,
+                                                               combine, f + 1 == total - 1, pos, acc);
     } else {
-      consume_stage<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes, minus136_frag, combine,
-                                           f == total - 1, pos, acc);
+      consume_stage<kDown, kSplit, TokenTiles, WarpTiles>(a, cs, mma_smem + c_slot * Tile::kStageBytes, minus136_frag,
+                                                          combine, f == total - 1, pos, acc);
     }
     __syncwarp();  // every lane is done with the slots (and their metadata)
     if ((threadIdx.x & 31) == 0) {

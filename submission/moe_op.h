@@ -30,7 +30,6 @@ using PickKernel = MmaKernel (*)(const MoePlan& plan, bool down);
 MmaKernel pick_upload_kernel(const MoePlan& plan, bool down);
 
 // The op on `plan`, its GEMMs' kernels from `pick` (unused for the gemv plan).
-std::unique_ptr<Moe> make_moe_op(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms,
-                                 PickKernel pick);
+std::unique_ptr<Moe> make_moe_op(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms, PickKernel pick);
 
 }  // namespace submission::moe

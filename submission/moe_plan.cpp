@@ -61,8 +61,8 @@ ExpectedRouting expected_routing(const MoeDims& d, int block_tokens) {
 
 }  // namespace
 
-double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
-                        int sm_count, int ctas_per_sm) {
+double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows, int sm_count,
+                        int ctas_per_sm) {
   const ExpectedRouting r = expected_routing(d, block_tokens);
   if (r.blocks <= 0) return 0;
   const double units = r.blocks * rows / tile_rows;
@@ -70,8 +70,8 @@ double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int
   const double grid = std::min<double>(double(sm_count) * ctas_per_sm,
                                        double(moe_max_blocks(d.M, d.k, d.E_local, block_tokens)) * rows / tile_rows);
   const double unit_bytes = double(tile_rows) * K * (0.5 + 2.0 / kGroup);
-  const double cta_in_flight = double(mma_stages(block_tokens, tiles, ctas_per_sm) - 1) * tiles *
-                               (kTileGroupBytes + kTileGroupScaleWords * 4);
+  const double cta_in_flight =
+      double(mma_stages(block_tokens, tiles, ctas_per_sm) - 1) * tiles * (kTileGroupBytes + kTileGroupScaleWords * 4);
   double us = 0;
   for (double left = units; left > 0; left -= grid) {
     const double active = std::min(grid, left);
@@ -104,11 +104,13 @@ bool moe_defer_combine(const MoeDims& d, double units, int row_groups, int resid
 }
 
 const std::vector<std::string>& moe_variant_names() {
-  static const std::vector<std::string> names = {
-      "default",    "mma_cta_copies",   "mma",        "mma_rows64",     "mma_rows128",
-      "mma_nopdl",  "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
-      "mma_contig", "mma_occ",          "mma_occ_splitk",   "mma_align_launch", "mma_queue",
-      "mma_queue_down", "mma_no_queue", "mma_h_flags", "mma_h_grid", "mma_rotate", "mma_no_rotate", "gemv"};
+  static const std::vector<std::string> names = {"default",          "mma_cta_copies",   "mma",
+                                                 "mma_rows64",       "mma_rows128",      "mma_nopdl",
+                                                 "mma_ws4",          "mma_unit_combine", "mma_grid_combine",
+                                                 "mma_contig",       "mma_occ",          "mma_occ_splitk",
+                                                 "mma_align_launch", "mma_queue",        "mma_queue_down",
+                                                 "mma_no_queue",     "mma_h_flags",      "mma_h_grid",
+                                                 "mma_rotate",       "mma_no_rotate",    "gemv"};
   return names;
 }
 
@@ -130,9 +132,9 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   const bool rows128_fits = p.block_tokens <= 32;
   const bool occupancy = variant == "mma_occ" || variant == "mma_occ_splitk";
   auto ctas = [&](int tile_rows) {
-    return occupancy               ? mma_max_ctas_per_sm(p.block_tokens, tile_rows / kTileRows)
+    return occupancy              ? mma_max_ctas_per_sm(p.block_tokens, tile_rows / kTileRows)
            : variant == "mma_ws4" ? ws_max_ctas_per_sm(p.block_tokens)
-                                   : 3;
+                                  : 3;
   };
   auto pick = [&](int rows, int K) {
     if (!rows128_fits) return 64;
@@ -151,8 +153,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
                             variant == "mma_nopdl" || variant == "mma_cta_copies" || variant == "mma_ws4" ||
                             variant == "mma_unit_combine" || variant == "mma_grid_combine" ||
                             variant == "mma_align_launch" || variant.rfind("mma_queue", 0) == 0 ||
-                            variant == "mma_no_queue" || variant.rfind("mma_h_", 0) == 0 ||
-                            variant == "mma_rotate" || variant == "mma_no_rotate";
+                            variant == "mma_no_queue" || variant.rfind("mma_h_", 0) == 0 || variant == "mma_rotate" ||
+                            variant == "mma_no_rotate";
   const bool may_defer = from_default && variant != "mma_unit_combine";
   // GEMM 1's work queue fills the CTAs whatever the unit count, as stream-K does.
   p.queue_chunk_stages = variant == "mma_queue" ? kQueueChunkStages : 0;
@@ -167,8 +169,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   // 78.8 -> 76.9 us, where the model had taken 64 rows.
   auto down_fills_at_128 = [&]() {
     const int resident = sm_count * ctas(128);
-    return expected_blocks * d.H / 128 >= resident ||
-           moe_down_splits(d, p.block_tokens, 128, resident, true) > 1;
+    return expected_blocks * d.H / 128 >= resident || moe_down_splits(d, p.block_tokens, 128, resident, true) > 1;
   };
   // The default is always the tensor-core kernel; the block size makes it
   // GEMV-shaped where routes are sparse. With one 8-wide route tile (blocks of
@@ -181,8 +182,7 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   if (variant == "mma_rows64") {
     p.tile_rows_up = p.tile_rows_down = 64;
   } else if (variant == "mma_rows128") {
-    if (!rows128_fits)
-      throw std::invalid_argument("moe_w4a16: variant mma_rows128 needs blocks of <= 32 routes");
+    if (!rows128_fits) throw std::invalid_argument("moe_w4a16: variant mma_rows128 needs blocks of <= 32 routes");
     p.tile_rows_up = p.tile_rows_down = 128;
   } else {
     p.tile_rows_up = rows128_fits && (p.stream_k_up || p.queue_chunk_stages) ? 128 : pick(2 * d.I, d.H);
@@ -205,8 +205,8 @@ MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count) {
   p.unit_contiguous = variant == "mma_contig" || p.warp_specialized;
   const int row_groups_down = d.H / p.tile_rows_down;
   const double down_units = expected_blocks * row_groups_down * p.splits_down;
-  p.deferred_combine = variant == "mma_grid_combine" ||
-                       (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
+  p.deferred_combine =
+      variant == "mma_grid_combine" || (may_defer && moe_defer_combine(d, down_units, row_groups_down, resident_down));
   p.queue_down = variant == "mma_queue" || variant == "mma_queue_down" ||
                  (from_default && variant != "mma_no_queue" && p.warp_specialized && p.ctas_down == 3 &&
                   down_units >= kQueueDownMinWaves * resident_down);

@@ -73,11 +73,11 @@ int moe_max_blocks(int M, int k, int E_local, int block_tokens);
 // so ((word >> 4j) & 0x000f000f) is the pair (j, j+4) = A register j:
 // a0..a3 = (row g, cols 2t..2t+1), (row g+8, ..), (row g, cols 2t+8..), (row
 // g+8, ..), the lower column in the low half, as mma.m16n8k16 expects.
-constexpr int kGroup = kMoeGroupSize;      // 128
-constexpr int kTileRows = 16;              // MMA M
-constexpr int kTileGroupBytes = 1024;      // 16 rows x 128 codes / 2
+constexpr int kGroup = kMoeGroupSize;  // 128
+constexpr int kTileRows = 16;          // MMA M
+constexpr int kTileGroupBytes = 1024;  // 16 rows x 128 codes / 2
 constexpr int kTileGroupWords = kTileGroupBytes / 4;
-constexpr int kTileGroupScaleWords = 8;    // word g = (s[row g], s[row g+8])
+constexpr int kTileGroupScaleWords = 8;  // word g = (s[row g], s[row g+8])
 
 // 32-bit word index of word w of lane L within a tile-group.
 MOE_HD int tile_word_index(int lane, int w) { return (w >> 2) * 128 + lane * 4 + (w & 3); }
@@ -136,8 +136,7 @@ MOE_HD TileGroupWords tile_group_words(size_t tile, int group, int groups, int p
 
 // Word w of lane L of (tile, group) of one expert, from its codes [rows][K/2]
 // (two per byte along K, low nibble first).
-MOE_HD uint32_t repacked_code_word(const uint8_t* codes, int K, int I, bool w13, int tile,
-                                   int group, int lane, int w) {
+MOE_HD uint32_t repacked_code_word(const uint8_t* codes, int K, int I, bool w13, int tile, int group, int lane, int w) {
   uint32_t v = 0;
   for (int nib = 0; nib < 8; ++nib) {
     const TileElem el = tile_nibble_source(lane, w, nib);
@@ -150,12 +149,10 @@ MOE_HD uint32_t repacked_code_word(const uint8_t* codes, int K, int I, bool w13,
 
 // Scale word g of (tile, group) of one expert, from its scales [rows][K/128]
 // (bf16 bits): the scales of rows g and g+8, the rows of a lane's accumulators.
-MOE_HD uint32_t repacked_scale_word(const uint16_t* scales, int K, int I, bool w13, int tile,
-                                    int group, int g) {
+MOE_HD uint32_t repacked_scale_word(const uint16_t* scales, int K, int I, bool w13, int tile, int group, int g) {
   const int groups = K / kGroup;
   const int lo = tile_source_row(w13, tile, g, I), hi = tile_source_row(w13, tile, g + 8, I);
-  return uint32_t(scales[size_t(lo) * groups + group]) |
-         uint32_t(scales[size_t(hi) * groups + group]) << 16;
+  return uint32_t(scales[size_t(lo) * groups + group]) | uint32_t(scales[size_t(hi) * groups + group]) << 16;
 }
 
 // bf16 bit patterns of 128 + q for the codes q in nibbles j and j+4 of a word:
@@ -166,9 +163,7 @@ MOE_HD uint32_t repacked_scale_word(const uint16_t* scales, int K, int I, bool w
 constexpr uint32_t kBf16Pair128 = 0x43004300u;
 constexpr uint32_t kBf16Pair136 = 0x43084308u;
 constexpr uint32_t kBf16PairMinus136 = 0xC308C308u;
-MOE_HD uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) {
-  return ((word >> (4 * j)) & 0x000f000fu) | kBf16Pair128;
-}
+MOE_HD uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) { return ((word >> (4 * j)) & 0x000f000fu) | kBf16Pair128; }
 
 // Activation stage in shared memory: for each k32 piece p, `tokens` rows of
 // 64 bytes (32 bf16). 16-byte chunk c of a group (elements 8c..8c+7) of slot s
@@ -176,12 +171,8 @@ MOE_HD uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) {
 // B fragments of piece p, token tile nt from uint4 (p*tokens + nt*8 + g)*4 + t:
 // elements 32p + 8t + 0..7, which is what the permutation above assigns it.
 // Eight lanes of a quarter-warp read 128 contiguous bytes: no bank conflicts.
-MOE_HD int act_stage_uint4(int chunk, int slot, int tokens) {
-  return ((chunk >> 2) * tokens + slot) * 4 + (chunk & 3);
-}
-MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) {
-  return (piece * tokens + token) * 4 + t;
-}
+MOE_HD int act_stage_uint4(int chunk, int slot, int tokens) { return ((chunk >> 2) * tokens + slot) * 4 + (chunk & 3); }
+MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) { return (piece * tokens + token) * 4 + t; }
 
 // ------------------------------------------------------------ GEMM geometry
 // The tensor-core GEMMs (dev/moe_mma_cta_copies.cuh, and moe_mma_ws.cuh with a fifth,
@@ -209,8 +200,7 @@ constexpr int mma_smem_budget(int ctas_per_sm) { return kMmaSmemPerSm / ctas_per
 // block, row group, valid routes, split, then the route of each of `tokens` slots
 constexpr int mma_meta_ints(int tokens) { return (4 + tokens + 3) / 4 * 4; }
 constexpr int mma_stage_bytes(int tokens, int tiles) {
-  return tiles * (kTileGroupBytes + kTileGroupScaleWords * 4) + tokens * kGroup * 2 +
-         mma_meta_ints(tokens) * 4;
+  return tiles * (kTileGroupBytes + kTileGroupScaleWords * 4) + tokens * kGroup * 2 + mma_meta_ints(tokens) * 4;
 }
 // Shared memory past the stages: the combine list (tokens ints) and the
 // zero-point MMA's constant A fragment (16 bytes, see compute_stage).
@@ -245,22 +235,22 @@ enum class MoeKernel {
 
 struct MoePlan {
   MoeKernel kernel = MoeKernel::mma;
-  bool pdl = false;        // GEMM launches chained by programmatic dependent launch
-  int block_tokens = 8;    // route slots per block (a multiple of 8)
-  int max_blocks = 0;      // workspace bound over every routing
-  int tile_rows_up = 0;    // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
-  int tile_rows_down = 0;  // mma: the same for GEMM 2
-  int ctas_up = 3;         // mma: resident CTAs per SM, GEMM 1 (3; mma_occ*: 6, mma_ws4: 4 where they fit)
-  int ctas_down = 3;       // mma: the same for GEMM 2
-  int splits_down = 1;     // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
-  bool stream_k_up = false;  // mma: GEMM 1 deals equal ranges of stages to its CTAs (CtaStages)
-  bool unit_contiguous = false;  // mma: weights packed per work unit (tile_group_index)
+  bool pdl = false;               // GEMM launches chained by programmatic dependent launch
+  int block_tokens = 8;           // route slots per block (a multiple of 8)
+  int max_blocks = 0;             // workspace bound over every routing
+  int tile_rows_up = 0;           // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
+  int tile_rows_down = 0;         // mma: the same for GEMM 2
+  int ctas_up = 3;                // mma: resident CTAs per SM, GEMM 1 (3; mma_occ*: 6, mma_ws4: 4 where they fit)
+  int ctas_down = 3;              // mma: the same for GEMM 2
+  int splits_down = 1;            // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
+  bool stream_k_up = false;       // mma: GEMM 1 deals equal ranges of stages to its CTAs (CtaStages)
+  bool unit_contiguous = false;   // mma: weights packed per work unit (tile_group_index)
   bool warp_specialized = false;  // mma: moe_ws_kernel (a producer warp's copies; needs unit_contiguous)
   bool deferred_combine = false;  // mma: GEMM 2 combines after all its units (combine_all_tokens), not per unit
-  bool cta_align = false;  // warp-specialised: each GEMM CTA aligns the routes itself, no alignment launch
-  int queue_chunk_stages = 0;  // warp-specialised: > 0 runs GEMM 1 on the work queue, chunks of this many stages
-  bool queue_down = false;     // warp-specialised: GEMM 2 on the work queue (whole units)
-  bool h_flags = false;  // warp-specialised: GEMM 2 waits for the GEMM 1 units its units read, not GEMM 1's grid
+  bool cta_align = false;         // warp-specialised: each GEMM CTA aligns the routes itself, no alignment launch
+  int queue_chunk_stages = 0;     // warp-specialised: > 0 runs GEMM 1 on the work queue, chunks of this many stages
+  bool queue_down = false;        // warp-specialised: GEMM 2 on the work queue (whole units)
+  bool h_flags = false;    // warp-specialised: GEMM 2 waits for the GEMM 1 units its units read, not GEMM 1's grid
   bool rotate_up = false;  // warp-specialised: each GEMM 1 unit's stages start at a group of its own
 };
 
@@ -377,8 +367,8 @@ const std::vector<std::string>& moe_variant_names();
 // CTAs, so the GEMM runs in phases: all CTAs with a k-th unit stream it
 // together, sharing HBM bandwidth, each limited by the bytes its pipeline keeps
 // in flight. Plus the activation bytes each unit re-reads from L2.
-double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows,
-                        int sm_count, int ctas_per_sm);
+double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int tile_rows, int sm_count,
+                        int ctas_per_sm);
 
 // GEMM 2 splits its reduction (I) into parts, each a work unit of its own
 // whose fp32 rows the combine sums in a fixed order, when the expected units

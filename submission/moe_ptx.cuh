@@ -49,8 +49,6 @@ __device__ __forceinline__ void unbias(uint32_t (&a)[4]) {
 }
 
 __device__ __forceinline__ float bf16_lo_to_float(uint32_t pair) { return __uint_as_float(pair << 16); }
-__device__ __forceinline__ float bf16_hi_to_float(uint32_t pair) {
-  return __uint_as_float(pair & 0xffff0000u);
-}
+__device__ __forceinline__ float bf16_hi_to_float(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
 
 }  // namespace submission::moe

@@ -24,8 +24,8 @@
 #include "submission/cuda_check.h"
 #include "submission/device_memory.h"
 #include "submission/moe_align.cuh"
-#include "submission/moe_gemv.cuh"
 #include "submission/moe_gemm_stage.cuh"
+#include "submission/moe_gemv.cuh"
 #include "submission/moe_op.h"
 #include "submission/moe_plan.h"
 #include "submission/variants.h"
@@ -40,8 +40,8 @@ namespace {
 // [E][rows][K/2], scales [E][rows][K/128]. `w13` selects the gate/up row
 // interleave.
 __global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint16_t* __restrict__ scales,
-                                  uint32_t* codes_out, uint32_t* scales_out,
-                                  int E, int tiles, int K, int I, bool w13, int pack, bool stage_packed) {
+                                  uint32_t* codes_out, uint32_t* scales_out, int E, int tiles, int K, int I, bool w13,
+                                  int pack, bool stage_packed) {
   const int groups = K / kGroup, rows = tiles * kTileRows;
   const size_t tile_groups = size_t(E) * tiles * groups;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < tile_groups * kTileGroupWords;
@@ -50,14 +50,13 @@ __global__ void moe_repack_kernel(const uint8_t* __restrict__ codes, const uint1
     const int q = int(i % kTileGroupWords), lane = q / 8, w = q % 8;
     const int group = int(tg % groups), tile = int(tg / groups % tiles), e = int(tg / groups / tiles);
     const TileGroupWords dst = tile_group_words(size_t(e) * tiles + tile, group, groups, pack, stage_packed);
-    codes_out[dst.codes + tile_word_index(lane, w)] = repacked_code_word(
-        codes + size_t(e) * rows * (K / 2), K, I, w13, tile, group, lane, w);
+    codes_out[dst.codes + tile_word_index(lane, w)] =
+        repacked_code_word(codes + size_t(e) * rows * (K / 2), K, I, w13, tile, group, lane, w);
     if (q < kTileGroupScaleWords)
-      (stage_packed ? codes_out : scales_out)[dst.scales + q] = repacked_scale_word(
-          scales + size_t(e) * rows * groups, K, I, w13, tile, group, q);
+      (stage_packed ? codes_out : scales_out)[dst.scales + q] =
+          repacked_scale_word(scales + size_t(e) * rows * groups, K, I, w13, tile, group, q);
   }
 }
-
 
 // Persistent grid: every CTA that fits at once, but no more than the units
 // the largest routing can make.
@@ -93,31 +92,63 @@ class MoeW4A16 final : public Moe {
   void run(const MoeIO& io, cudaStream_t stream) override {
     if (!plan_.cta_align) {  // else each GEMM CTA aligns the routes itself
       if (d_.M * d_.k <= kAlignWarpRoutes)
-        moe_align_warp_kernel<<<1, 32, 0, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank,
-                                                    plan_.block_tokens, plan_.max_blocks, routes_);
+        moe_align_warp_kernel<<<1, 32, 0, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens,
+                                                    plan_.max_blocks, routes_);
       else
-        moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(
-            io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank, plan_.block_tokens, plan_.max_blocks, routes_);
+        moe_align_kernel<<<1, kAlignThreads, align_smem_, stream>>>(io.topk_ids, d_.M, d_.k, d_.E_local, d_.ep_rank,
+                                                                    plan_.block_tokens, plan_.max_blocks, routes_);
       SUBMISSION_CUDA(cudaGetLastError());
     }
     if (plan_.kernel == MoeKernel::gemv) {
-      const GemvArgs a{w_.W13, reinterpret_cast<const uint16_t*>(w_.S13), w_.W2,
-                       reinterpret_cast<const uint16_t*>(w_.S2), io.X, io.topk_ids, io.topk_weights,
-                       routes_, plan_.block_tokens, h_.as<bf16>(), io.out,
-                       d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local};
+      const GemvArgs a{w_.W13,
+                       reinterpret_cast<const uint16_t*>(w_.S13),
+                       w_.W2,
+                       reinterpret_cast<const uint16_t*>(w_.S2),
+                       io.X,
+                       io.topk_ids,
+                       io.topk_weights,
+                       routes_,
+                       plan_.block_tokens,
+                       h_.as<bf16>(),
+                       io.out,
+                       d_.M,
+                       d_.H,
+                       d_.I,
+                       d_.k,
+                       d_.ep_rank,
+                       d_.E_local};
       moe_gemv_up_kernel<<<gemv_grid_, kGemvThreads, 0, stream>>>(a);
       SUBMISSION_CUDA(cudaGetLastError());
       moe_gemv_down_kernel<<<gemv_grid_, kGemvThreads, 0, stream>>>(a);
       SUBMISSION_CUDA(cudaGetLastError());
       return;
     }
-    MmaGemmArgs up{w13_.as<uint4>(), (up_.stage_packed ? w13_ : s13_).as<uint4>(), 2 * d_.I / kTileRows,
-                   d_.H / kGroup, 1, io.X, routes_, h_.as<bf16>(), partial_.as<float>(), counters_.as<int>(),
-                   plan_.deferred_combine ? 1 : 0, grid_arrivals_.as<unsigned long long>(),
-                   plan_.stream_k_up ? 1 : 0, sk_partial_.as<float4>(), sk_counters_.as<int>(),
-                   io.out, io.topk_ids, io.topk_weights,
-                   d_.M, d_.H, d_.I, d_.k, d_.ep_rank, d_.E_local,
-                   plan_.cta_align ? 1 : 0, plan_.max_blocks};
+    MmaGemmArgs up{w13_.as<uint4>(),
+                   (up_.stage_packed ? w13_ : s13_).as<uint4>(),
+                   2 * d_.I / kTileRows,
+                   d_.H / kGroup,
+                   1,
+                   io.X,
+                   routes_,
+                   h_.as<bf16>(),
+                   partial_.as<float>(),
+                   counters_.as<int>(),
+                   plan_.deferred_combine ? 1 : 0,
+                   grid_arrivals_.as<unsigned long long>(),
+                   plan_.stream_k_up ? 1 : 0,
+                   sk_partial_.as<float4>(),
+                   sk_counters_.as<int>(),
+                   io.out,
+                   io.topk_ids,
+                   io.topk_weights,
+                   d_.M,
+                   d_.H,
+                   d_.I,
+                   d_.k,
+                   d_.ep_rank,
+                   d_.E_local,
+                   plan_.cta_align ? 1 : 0,
+                   plan_.max_blocks};
     up.chunk_stages = plan_.queue_chunk_stages;
     up.queue = queue_.as<int>();
     up.chunk_partial = chunk_partial_.as<float4>();
@@ -183,10 +214,10 @@ class MoeW4A16 final : public Moe {
     // cta_align: each CTA's routing past its pipeline.
     routing_smem_ = plan_.cta_align ? aligned_routes_ints(d_.M, plan_.block_tokens, plan_.max_blocks) * 4 : 0;
     for (const MmaKernel* k : {&up_, &down_}) {
-      SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           k->smem + routing_smem_));
-      SUBMISSION_CUDA(cudaFuncSetAttribute(k->fn, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           cudaSharedmemCarveoutMaxShared));
+      SUBMISSION_CUDA(
+          cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k->smem + routing_smem_));
+      SUBMISSION_CUDA(
+          cudaFuncSetAttribute(k->fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     }
     const long long max_units_up = (long long)plan_.max_blocks * (2 * I / up_.tile_rows);
     // On the chunk queue a CTA's work is a chunk, of which a unit has
@@ -224,8 +255,7 @@ class MoeW4A16 final : public Moe {
       SUBMISSION_CUDA(cudaMemset(sk_counters_.as<int>(), 0, size_t(max_units_up) * sizeof(int)));
     }
     down_grid_ = persistent_grid(reinterpret_cast<const void*>(down_.fn), down_.threads, down_.smem + routing_smem_,
-                                 sms,
-                                 (long long)plan_.max_blocks * (H / down_.tile_rows) * plan_.splits_down);
+                                 sms, (long long)plan_.max_blocks * (H / down_.tile_rows) * plan_.splits_down);
   }
 
   // chained: launched programmatically dependent on the launch before it (plan_.pdl).
@@ -261,8 +291,7 @@ class MoeW4A16 final : public Moe {
 
 }  // namespace
 
-std::unique_ptr<Moe> make_moe_op(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms,
-                                 PickKernel pick) {
+std::unique_ptr<Moe> make_moe_op(const MoeDims& d, const MoeWeights& w, const MoePlan& plan, int sms, PickKernel pick) {
   // The gemv kernels read the codes as given with 16-byte loads.
   if (plan.kernel == MoeKernel::gemv && ((reinterpret_cast<uintptr_t>(w.W13) | reinterpret_cast<uintptr_t>(w.W2)) & 15))
     throw std::invalid_argument("moe_w4a16: variant gemv needs 16-byte aligned W13 and W2");

@@ -25,9 +25,8 @@ std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights&
   if (variant != "default" && variant != "fused_tagged")
     throw std::invalid_argument("router: unknown variant '" + variant + "'");
   if (!router::fused_fits(dims))
-    throw std::invalid_argument("router fused_tagged: needs T <= " + std::to_string(router::kFusedMaxT) +
-                                ", E <= " + std::to_string(router::kFusedMaxE) +
-                                ", k <= " + std::to_string(router::kFusedMaxK));
+    throw std::invalid_argument("router fused_tagged: needs T <= " + std::to_string(router::kFusedMaxT) + ", E <= " +
+                                std::to_string(router::kFusedMaxE) + ", k <= " + std::to_string(router::kFusedMaxK));
   return router::make_tagged_router(dims, w, router::plan_fused(dims, device_sm_count()));
 }
 

@@ -32,11 +32,10 @@ __device__ __forceinline__ float key_value(uint32_t key) {
 // bytes, where rows of Wg as they are gave it 64 bytes of each of 8 rows. Rows past E, tokens
 // past T and k past H read as zeros.
 template <int TokenTiles>  // n8 token tiles of a warp
-__device__ __forceinline__ void warp_gemm(const uint4* W, const bf16* X, int T, int H, int chunks, int e0,
-                                          int t0, int first, int end, int stride,
-                                          float (&acc)[TokenTiles][4]) {
+__device__ __forceinline__ void warp_gemm(const uint4* W, const bf16* X, int T, int H, int chunks, int e0, int t0,
+                                          int first, int end, int stride, float (&acc)[TokenTiles][4]) {
   const direct::PackedWeights w{W + size_t(e0 / kTileE) * chunks * 64};
-  const auto token_rows = [&](const bf16* (&x)[TokenTiles]) {
+  const auto token_rows = [&](const bf16*(&x)[TokenTiles]) {
     const int g = (threadIdx.x % 32) / 4;
 #pragma unroll
     for (int n = 0; n < TokenTiles; ++n) {
@@ -87,6 +86,5 @@ struct ColumnTiles {
     return sum_tiles(tiles, kSize, nwarps, e * kStride + t);
   }
 };
-
 
 }  // namespace submission::router

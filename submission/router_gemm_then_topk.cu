@@ -72,25 +72,21 @@ __global__ void __launch_bounds__(kTopkThreads)
   }
 }
 
-
 class GemmThenTopkRouter final : public Router {
  public:
   GemmThenTopkRouter(const RouterDims& d, const RouterWeights& w) : d_(d), packed_(direct::pack_tiles(w.Wg, d.E, d.H)) {
     const size_t smem = size_t(d.E) * sizeof(uint32_t);
     int dev = 0, optin = 0;
     check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-               "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
     cudaFuncAttributes fa;
     check_cuda(cudaFuncGetAttributes(&fa, router_topk_kernel), "cudaFuncGetAttributes");
     const size_t smem_max = size_t(optin) - fa.sharedSizeBytes;
     if (smem > smem_max)
-      throw std::invalid_argument("router gemm_then_topk: E=" + std::to_string(d.E) +
-                                  " does not fit in shared memory");
+      throw std::invalid_argument("router gemm_then_topk: E=" + std::to_string(d.E) + " does not fit in shared memory");
     // The attribute belongs to the kernel, not to this object: set the device's limit, so that
     // routers of any E can run in any order.
-    check_cuda(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(smem_max)),
+    check_cuda(cudaFuncSetAttribute(router_topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_max)),
                "cudaFuncSetAttribute");
   }
 
@@ -99,8 +95,8 @@ class GemmThenTopkRouter final : public Router {
     router_logits_kernel<<<grid, kLogitsWarps * 32, 0, stream>>>(packed_.as<uint4>(), io.X, io.logits, d_.T, d_.H, d_.E,
                                                                  ceil_div(d_.H, kChunkK));
     check_cuda(cudaGetLastError(), "router_logits_kernel launch");
-    router_topk_kernel<<<d_.T, kTopkThreads, size_t(d_.E) * sizeof(uint32_t), stream>>>(
-        io.logits, io.topk_ids, io.topk_weights, d_.E, d_.k);
+    router_topk_kernel<<<d_.T, kTopkThreads, size_t(d_.E) * sizeof(uint32_t), stream>>>(io.logits, io.topk_ids,
+                                                                                        io.topk_weights, d_.E, d_.k);
     check_cuda(cudaGetLastError(), "router_topk_kernel launch");
   }
 

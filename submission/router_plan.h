@@ -21,18 +21,18 @@
 
 namespace submission::router {
 
-constexpr int kTileE = 16;      // experts per tile: the mma's M side
+constexpr int kTileE = 16;  // experts per tile: the mma's M side
 using direct::kChunkK;
 constexpr int kPlanChunks = 2;  // chunks per warp the fused plan aims at, more warps past that
 // Chunks a warp loads before it multiplies. The fused plan gives a warp one batch, so all of its
 // weights are requested at once; past kMaxWarps (and in the logits kernel) the batches are
 // double-buffered (direct::warp_gemm), two in flight.
 constexpr int kBatch = kPlanChunks;
-constexpr int kMaxWarps = 16;   // per fused block
-constexpr int kMaxSplits = 8;   // the portable cluster size
-constexpr int kFusedMaxT = 16;  // two n8 mma tiles; one top-k warp per token
-constexpr int kFusedMaxE = 512; // 16 experts per lane in a top-k warp
-constexpr int kFusedMaxK = 16;  // each of the k rounds is a step of the serial tail
+constexpr int kMaxWarps = 16;      // per fused block
+constexpr int kMaxSplits = 8;      // the portable cluster size
+constexpr int kFusedMaxT = 16;     // two n8 mma tiles; one top-k warp per token
+constexpr int kFusedMaxE = 512;    // 16 experts per lane in a top-k warp
+constexpr int kFusedMaxK = 16;     // each of the k rounds is a step of the serial tail
 constexpr int kLogitsWarps = 8;    // gemm_then_topk, first kernel
 constexpr int kTopkThreads = 256;  // gemm_then_topk, second kernel
 

@@ -158,7 +158,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) router_tagged_kernel(Tagged
   }
 }
 
-
 using TaggedKernel = void (*)(TaggedArgs);
 
 template <int TokenTiles>  // n8 token tiles per block
@@ -171,7 +170,8 @@ TaggedKernel tagged_kernel_for(int lane_keys) {
 class TaggedRouter final : public PlainGridRouter<TaggedArgs> {
  public:
   TaggedRouter(const RouterDims& d, const RouterWeights& w, const FusedPlan& pl)
-      : PlainGridRouter(d, w, pl, pl.token_tiles == 1 ? tagged_kernel_for<1>(pl.lane_keys) : tagged_kernel_for<2>(pl.lane_keys),
+      : PlainGridRouter(d, w, pl,
+                        pl.token_tiles == 1 ? tagged_kernel_for<1>(pl.lane_keys) : tagged_kernel_for<2>(pl.lane_keys),
                         "router_tagged_kernel launch"),
         counter_(sizeof(unsigned)),
         slots_(slot_words(d, pl) * sizeof(uint64_t)) {
@@ -179,13 +179,15 @@ class TaggedRouter final : public PlainGridRouter<TaggedArgs> {
     check_cuda(cudaMemset(counter_.as<void>(), 0, sizeof(unsigned)), "cudaMemset");
     check_cuda(cudaMemset(slots_.as<void>(), 0, slot_words(d, pl) * sizeof(uint64_t)), "cudaMemset");
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    args_.f = FusedArgs{packed_.as<uint4>(), nullptr, nullptr, nullptr, nullptr, nullptr,
-                        counter_.as<unsigned>(), d.T, d.H, d.E, d.k, pl.chunks};
+    args_.f = FusedArgs{packed_.as<uint4>(),     nullptr, nullptr, nullptr, nullptr, nullptr,
+                        counter_.as<unsigned>(), d.T,     d.H,     d.E,     d.k,     pl.chunks};
     args_.slots = slots_.as<uint64_t>();
   }
 
  private:
-  static size_t slot_words(const RouterDims& d, const FusedPlan& pl) { return size_t(d.T) * pl.splits * 32 * pl.lane_keys; }
+  static size_t slot_words(const RouterDims& d, const FusedPlan& pl) {
+    return size_t(d.T) * pl.splits * 32 * pl.lane_keys;
+  }
 
   DeviceMemory counter_;
   DeviceMemory slots_;

@@ -69,5 +69,4 @@ __device__ __forceinline__ void topk_of_row(const FusedArgs& p, int t, const flo
   if (lane < p.k) p.weights[size_t(t) * p.k + lane] = expf(top - vmax) / sum;
 }
 
-
 }  // namespace submission::router

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kDirectWarps * 32, Tiles == 1 ? 2 : 1)
   int lookup[TokenGroups];
 #pragma unroll
   for (int j = 0; j < TokenGroups; ++j) lookup[j] = rows.lookup(m0 + 8 * j + g);
-  const auto token_rows = [&](const bf16* (&x)[TokenGroups]) {
+  const auto token_rows = [&](const bf16*(&x)[TokenGroups]) {
 #pragma unroll
     for (int j = 0; j < TokenGroups; ++j) x[j] = rows.row(m0 + 8 * j + g, lookup[j]);
   };
@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(kDirectWarps * 32, Tiles == 1 ? 2 : 1)
   float acc[Tiles * TokenGroups][4] = {};
   if constexpr (kPacked) {
     const direct::PackedTiles<Tiles> w{packed + blockIdx.x * Tiles * strides.tile_pieces, strides.tile_pieces,
-                                    min(Tiles, (N + 15) / 16 - int(blockIdx.x) * Tiles), strides.chunk_pieces};
-    direct::warp_gemm<TokenGroups, direct_batch(TokenGroups, Tiles), kOneBatch, true>(w, token_rows, K, warp, chunks, kDirectWarps, acc,
-                                                                 strides.rotation(blockIdx.x));
+                                       min(Tiles, (N + 15) / 16 - int(blockIdx.x) * Tiles), strides.chunk_pieces};
+    direct::warp_gemm<TokenGroups, direct_batch(TokenGroups, Tiles), kOneBatch, true>(
+        w, token_rows, K, warp, chunks, kDirectWarps, acc, strides.rotation(blockIdx.x));
   } else {
     const int ra = n0 + g, rb = n0 + g + 8;
     const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};

@@ -40,7 +40,7 @@ class Engine {
 
  private:
   using DirectKernel = void (*)(const bf16*, const uint4*, direct::TileStrides, Rows, Epi, int, int, int);
-  template <int Tiles,      // 16-row weight tiles per block
+  template <int Tiles,       // 16-row weight tiles per block
             bool kOneBatch>  // every warp's chunks fit one batch
   static DirectKernel direct_kernel_for(int ng) {
     return ng == 1   ? direct_gemm_kernel<1, Tiles, true, kOneBatch, Rows, Epi>

@@ -11,7 +11,7 @@ namespace submission::small_m {
 // W once per 8 tokens) but obviously right; kept as the fallback. Four blocks
 // per SM keep enough warps' loads in flight.
 template <class Rows,  // where token row m starts (small_m_rows.cuh)
-          class Epi>  // bias and store of an output (small_m_rows.cuh)
+          class Epi>   // bias and store of an output (small_m_rows.cuh)
 __global__ void __launch_bounds__(256, 4)
     simt_gemm_kernel(const bf16* __restrict__ W, const Rows rows, const Epi epi, int M, int N, int K) {
   const int lane = threadIdx.x % 32;

@@ -40,7 +40,10 @@ using bf16 = __nv_bfloat16;
 // pooled[b] = hidden[cu_seqlens[b+1] - 1]          (last token of sequence b)
 // out[B, H] = tanh(pooled . W^T + bias)
 // Valid: B >= 1, H >= 8, H % 8 == 0, 1 <= each sequence length.
-struct PoolerDims { int B; int H; };
+struct PoolerDims {
+  int B;
+  int H;
+};
 struct PoolerWeights {
   const bf16* W;     // [H, H]
   const bf16* bias;  // [H]
@@ -49,7 +52,7 @@ struct PoolerIO {
   const bf16* hidden;         // [S_total, H]
   const int32_t* cu_seqlens;  // [B + 1], cu_seqlens[0] == 0, increasing
   int S_total;
-  bf16* out;                  // [B, H]
+  bf16* out;  // [B, H]
 };
 class Pooler {
  public:
@@ -62,7 +65,11 @@ std::unique_ptr<Pooler> make_pooler(const PoolerDims& dims, const PoolerWeights&
 // ---------------------------------------------------------------- dense
 // out[M, N] = X[M, K] . W[N, K]^T
 // Valid: M >= 1, N >= 1, K >= 8, K % 8 == 0.
-struct DenseDims { int M; int N; int K; };
+struct DenseDims {
+  int M;
+  int N;
+  int K;
+};
 struct DenseWeights {
   const bf16* W;  // [N, K]
 };
@@ -75,8 +82,7 @@ class Dense {
   virtual ~Dense() = default;
   virtual void run(const DenseIO& io, cudaStream_t stream) = 0;
 };
-std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w,
-                                  const std::string& variant = "default");
+std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w, const std::string& variant = "default");
 
 // ---------------------------------------------------------------- router
 // logits[T, E] (fp32) = X[T, H] . Wg[E, H]^T
@@ -84,7 +90,12 @@ std::unique_ptr<Dense> make_dense(const DenseDims& dims, const DenseWeights& w,
 // topk_ids[T, k]     = the k largest, descending; ties go to the lower expert id
 // topk_weights[T, k] = probs[topk_ids] / sum(probs[topk_ids])
 // Valid: T >= 1, H >= 8, H % 8 == 0, 1 <= k <= E.
-struct RouterDims { int T; int H; int E; int k; };
+struct RouterDims {
+  int T;
+  int H;
+  int E;
+  int k;
+};
 struct RouterWeights {
   const bf16* Wg;  // [E, H]
 };
@@ -117,7 +128,15 @@ std::unique_ptr<Router> make_router(const RouterDims& dims, const RouterWeights&
 // Valid: M >= 1, H % 128 == 0, I % 128 == 0, 1 <= k <= E_global,
 //        E_global % E_local == 0, 0 <= ep_rank < E_global / E_local.
 constexpr int kMoeGroupSize = 128;
-struct MoeDims { int M; int H; int I; int E_global; int E_local; int k; int ep_rank; };
+struct MoeDims {
+  int M;
+  int H;
+  int I;
+  int E_global;
+  int E_local;
+  int k;
+  int ep_rank;
+};
 struct MoeWeights {
   const uint8_t* W13;  // [E_local, 2I, H/2]    packed int4 codes
   const bf16* S13;     // [E_local, 2I, H/128]  scales
@@ -125,18 +144,17 @@ struct MoeWeights {
   const bf16* S2;      // [E_local, H, I/128]   scales
 };
 struct MoeIO {
-  const bf16* X;               // [M, H]
-  const int32_t* topk_ids;     // [M, k] global expert ids, distinct per token
-  const float* topk_weights;   // [M, k]
-  bf16* out;                   // [M, H]
+  const bf16* X;              // [M, H]
+  const int32_t* topk_ids;    // [M, k] global expert ids, distinct per token
+  const float* topk_weights;  // [M, k]
+  bf16* out;                  // [M, H]
 };
 class Moe {
  public:
   virtual ~Moe() = default;
   virtual void run(const MoeIO& io, cudaStream_t stream) = 0;
 };
-std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w,
-                              const std::string& variant = "default");
+std::unique_ptr<Moe> make_moe(const MoeDims& dims, const MoeWeights& w, const std::string& variant = "default");
 
 // ---------------------------------------------------------------- validity
 // The "Valid:" rules above as code: the first rule the dims break, as the field that breaks it

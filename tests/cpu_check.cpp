@@ -63,8 +63,7 @@ struct RouterCase {
     weights.assign(ref_weights.begin(), ref_weights.end());
   }
   CheckResult check() const {
-    return check_router(T, E, k, logits.data(), ids.data(), weights.data(), ref_logits.data(),
-                        ref_weights.data());
+    return check_router(T, E, k, logits.data(), ids.data(), weights.data(), ref_logits.data(), ref_weights.data());
   }
 };
 
@@ -77,7 +76,7 @@ TEST_CASE("check_bf16: the reference rounded to bf16 passes") {
     const CheckResult r = check_bf16(rounded(ref).data(), ref.data(), n);
     CHECK_MESSAGE(r.ok, r.reason);
     CHECK(r.reason.empty());
-    CHECK(r.rel_l2 < 2.5e-3);  // bf16 keeps 8 bits of mantissa: ~0.17% for normal values
+    CHECK(r.rel_l2 < 2.5e-3);   // bf16 keeps 8 bits of mantissa: ~0.17% for normal values
     CHECK(r.worst_elem < 0.4);  // each element within 2^-8 of itself
     CHECK(r.nonfinite == 0);
     CHECK(r.bad_elements == 0);

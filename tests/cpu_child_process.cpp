@@ -28,13 +28,15 @@ TEST_CASE("child: a result comes back whole") {
 }
 
 TEST_CASE("child: a crash is reported with its signal") {
-  const ChildOutcome c = run_in_child([]() -> std::string {
-    // As in the scorer, where no handler catches it: the child inherits
-    // doctest's, which would print a crash report of its own first.
-    signal(SIGSEGV, SIG_DFL);
-    raise(SIGSEGV);
-    return "unreachable";
-  }, 10);
+  const ChildOutcome c = run_in_child(
+      []() -> std::string {
+        // As in the scorer, where no handler catches it: the child inherits
+        // doctest's, which would print a crash report of its own first.
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+        return "unreachable";
+      },
+      10);
   CHECK(c.kind == ChildOutcome::crashed);
   CHECK(c.detail.find("signal 11") != std::string::npos);
 }
@@ -47,9 +49,11 @@ TEST_CASE("child: an exception in the child is a crash, not a result") {
 
 TEST_CASE("child: a hang is killed at the timeout") {
   const auto t0 = std::chrono::steady_clock::now();
-  const ChildOutcome c = run_in_child([]() -> std::string {
-    for (;;) pause();
-  }, 0.5);
+  const ChildOutcome c = run_in_child(
+      []() -> std::string {
+        for (;;) pause();
+      },
+      0.5);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(c.kind == ChildOutcome::timed_out);
   CHECK(secs < 5);
@@ -65,9 +69,11 @@ TEST_CASE("child: SIGINT to the parent kills the child in progress and is rememb
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       kill(getpid(), SIGINT);
     });
-    const ChildOutcome c = run_in_child([]() -> std::string {
-      for (;;) pause();
-    }, 30);
+    const ChildOutcome c = run_in_child(
+        []() -> std::string {
+          for (;;) pause();
+        },
+        30);
     later.join();
     const bool ok = c.kind == ChildOutcome::interrupted && scorer::stop_requested();
     _exit(ok ? 0 : 1);
@@ -120,10 +126,12 @@ pid_t read_pid(const std::string& pid_file) {
 TEST_CASE("child: a finished child's result comes back at once, though a grandchild holds its pipe") {
   const std::string pid_file = pid_file_path();
   const auto t0 = std::chrono::steady_clock::now();
-  const ChildOutcome c = run_in_child([&] {
-    leave_grandchild(pid_file, false);
-    return std::string("{\"result\": 1}");
-  }, 5);
+  const ChildOutcome c = run_in_child(
+      [&] {
+        leave_grandchild(pid_file, false);
+        return std::string("{\"result\": 1}");
+      },
+      5);
   CHECK(c.kind == ChildOutcome::ok);
   CHECK(c.output == "{\"result\": 1}");
   CHECK(seconds_since(t0) < 2);
@@ -136,11 +144,13 @@ TEST_CASE("child: a finished child's result comes back at once, though a grandch
 TEST_CASE("child: a hang after closing the pipe is still killed at the timeout, with what it left running") {
   const std::string pid_file = pid_file_path();
   const auto t0 = std::chrono::steady_clock::now();
-  const ChildOutcome c = run_in_child([&]() -> std::string {
-    leave_grandchild(pid_file, true);
-    for (int fd = 3; fd < 1024; ++fd) close(fd);
-    for (;;) pause();
-  }, 1);
+  const ChildOutcome c = run_in_child(
+      [&]() -> std::string {
+        leave_grandchild(pid_file, true);
+        for (int fd = 3; fd < 1024; ++fd) close(fd);
+        for (;;) pause();
+      },
+      1);
   CHECK(c.kind == ChildOutcome::timed_out);
   CHECK(seconds_since(t0) < 3);
   const pid_t g = read_pid(pid_file);

@@ -52,7 +52,8 @@ Setup setup() {
   }
   ScoringRule rule;
   rule.regime_weights = {{"dense", 2}, {"pooler", 1}, {"router", 1}, {"moe", 1}};
-  const RunFigures rf = run_figures(regime_of, s.regimes, std::vector<ShapeState>(s.n_shapes(), ShapeState::scored), rule);
+  const RunFigures rf =
+      run_figures(regime_of, s.regimes, std::vector<ShapeState>(s.n_shapes(), ShapeState::scored), rule);
   for (size_t i = 0; i < s.n_shapes(); ++i) s.figures.push_back(shape_figure(i, s.n_shapes()));
   s.figures.insert(s.figures.end(), rf.regimes.begin(), rf.regimes.end());
   s.figures.push_back(rf.over_shapes);
@@ -76,7 +77,8 @@ std::vector<int> coverage(const Setup& s, const sim::Noise& noise, int runs, int
     const sim::Run run = sim::simulate_run(draws, s.shapes, noise, StoppingRule{}, replicates);
     opt.seed = uint64_t(r) + 1;
     const std::vector<FigureInterval> iv = figure_intervals(sim::ratios_of(run), s.figures, opt);
-    for (size_t f = 0; f < iv.size(); ++f) covered[f] += iv[f].interval.lo <= s.truth[f] && s.truth[f] <= iv[f].interval.hi;
+    for (size_t f = 0; f < iv.size(); ++f)
+      covered[f] += iv[f].interval.lo <= s.truth[f] && s.truth[f] <= iv[f].interval.hi;
   }
   return covered;
 }
@@ -90,7 +92,8 @@ std::string range(const std::vector<int>& c, size_t from, size_t to, int runs) {
 
 }  // namespace
 
-TEST_CASE("coverage: intervals from 3 replicates hold the truth in 92-98% of 1000 runs, per shape, regime and aggregate") {
+TEST_CASE(
+    "coverage: intervals from 3 replicates hold the truth in 92-98% of 1000 runs, per shape, regime and aggregate") {
   const Setup s = setup();
   const size_t n = s.n_shapes(), g = s.regimes.size();
   struct Case {
@@ -118,9 +121,10 @@ TEST_CASE("coverage: intervals from 3 replicates hold the truth in 92-98% of 100
   }
   std::ostringstream out;
   table.print(out);
-  MESSAGE("coverage of 95% intervals, 1000 simulated runs each (3 replicates, AR(1) rho 0.7, the scorer's "
-          "stopping rule):\n"
-          << out.str());
+  MESSAGE(
+      "coverage of 95% intervals, 1000 simulated runs each (3 replicates, AR(1) rho 0.7, the scorer's "
+      "stopping rule):\n"
+      << out.str());
 }
 
 TEST_CASE("coverage: one replicate's within-run bootstrap cannot cover a between-replicate offset") {
@@ -135,7 +139,7 @@ TEST_CASE("coverage: one replicate's within-run bootstrap cannot cover a between
   const std::vector<int> covered = coverage(s, noise, runs, 1, 7, 200);
   const int aggregate = covered[s.n_shapes() + s.regimes.size()];
   MESSAGE("one replicate, 1% offsets: the aggregate's interval held the truth in " << aggregate << " of " << runs
-                                                                                    << " runs");
+                                                                                   << " runs");
   CHECK(aggregate < 60);
   int shapes_below_90 = 0;
   for (size_t i = 0; i < s.n_shapes(); ++i) shapes_below_90 += covered[i] < 90;

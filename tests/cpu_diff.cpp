@@ -31,8 +31,8 @@ struct Spec {
 // A run whose shape s has paired ratios around specs[s].speedup (baseline
 // around `baseline_us`), each time with log-normal noise of sd `noise`, in
 // `replicates` replicates of `trials` trials.
-RunResult make_run(const std::vector<Spec>& specs, std::mt19937_64& rng, int trials = 40,
-                   double noise = 0.05, double baseline_us = 20, int replicates = 3) {
+RunResult make_run(const std::vector<Spec>& specs, std::mt19937_64& rng, int trials = 40, double noise = 0.05,
+                   double baseline_us = 20, int replicates = 3) {
   RunResult run;
   run.meta.gpu_name = "NVIDIA H200";
   run.meta.shapes_sha256 = "shapes-1";
@@ -238,10 +238,9 @@ TEST_CASE("diff: runs from another GPU, shapes file, scorer version or mode are 
     std::string RunMeta::*field;
     const char* why;
   };
-  for (const Case& c : {Case{&RunMeta::gpu_name, "different GPUs"},
-                        Case{&RunMeta::shapes_sha256, "different shapes files"},
-                        Case{&RunMeta::scorer_version, "different scorer versions"},
-                        Case{&RunMeta::mode, "different timing modes"}}) {
+  for (const Case& c :
+       {Case{&RunMeta::gpu_name, "different GPUs"}, Case{&RunMeta::shapes_sha256, "different shapes files"},
+        Case{&RunMeta::scorer_version, "different scorer versions"}, Case{&RunMeta::mode, "different timing modes"}}) {
     CAPTURE(c.why);
     RunResult other = best;
     other.meta.*c.field += "-other";

@@ -124,9 +124,10 @@ TEST_CASE("diff by simulation: a rerun of one build is `same` everywhere; a 3% f
   }
   std::ostringstream out;
   table.print(out);
-  MESSAGE("scorer diff on simulated pairs of runs (26 shapes, 3 replicates each, 1% baseline and 0.25% submission "
-          "offsets):\n"
-          << out.str());
+  MESSAGE(
+      "scorer diff on simulated pairs of runs (26 shapes, 3 replicates each, 1% baseline and 0.25% submission "
+      "offsets):\n"
+      << out.str());
 }
 
 TEST_CASE("diff by simulation: the measured min change follows the submission's spread") {

@@ -83,8 +83,7 @@ TEST_CASE("call windows: work beside a baseline is foreign, whoever launched it"
     const auto v = scorer::judge_windows(run.records, run.calls, 7);
     CHECK_FALSE(v.ok);
     CHECK(v.reason.find("during the baseline: while paired trial 2's baseline call") != std::string::npos);
-    CHECK(v.reason.find("kernel 'load' on stream 9 (0.8 us, 0.3 us of it inside the window)") !=
-          std::string::npos);
+    CHECK(v.reason.find("kernel 'load' on stream 9 (0.8 us, 0.3 us of it inside the window)") != std::string::npos);
   }
   SUBCASE("a baseline's finding comes first, though a candidate's came earlier") {
     run.records.push_back(rec(9, 1200, 1300, 0, "a"));  // in trial 1's baseline
@@ -106,8 +105,7 @@ TEST_CASE("call windows: work beside a baseline is foreign, whoever launched it"
     run.calls.push_back(call(TimedCall::floor, "a timed call of the floor", 41, 42));
     run.records.push_back(rec(9, 20250, 20400, 0, "late"));
     const auto v = scorer::judge_windows(run.records, run.calls, 7);
-    CHECK(v.reason.rfind("foreign work during the floor's timing: while a timed call of the floor was timed", 0) ==
-          0);
+    CHECK(v.reason.rfind("foreign work during the floor's timing: while a timed call of the floor was timed", 0) == 0);
   }
 }
 
@@ -130,8 +128,7 @@ TEST_CASE("call windows: the submission's call may only use the scorer's stream"
   SUBCASE("someone else's work in the candidate's window") {
     run.records.push_back(rec(11, 2170, 2300, 0, "other"));
     const auto v = scorer::judge_windows(run.records, run.calls, 7);
-    CHECK(v.reason.rfind("foreign work during the submission's call: while paired trial 1's submission call", 0) ==
-          0);
+    CHECK(v.reason.rfind("foreign work during the submission's call: while paired trial 1's submission call", 0) == 0);
   }
 }
 
@@ -209,7 +206,7 @@ TEST_CASE("timers: the events against the CUPTI span") {
     scorer::judge_timers(r, 2.5);
     return r.flags;
   };
-  CHECK(spans(8.0).empty());  // 10 = 8 + ...: under 8 * 1.1 + 2.5 = 11.3
+  CHECK(spans(8.0).empty());        // 10 = 8 + ...: under 8 * 1.1 + 2.5 = 11.3
   REQUIRE(spans(6.0).size() == 1);  // 10 > 6 * 1.1 + 2.5 = 9.1
   CHECK(r.flags[0].rfind("timers disagree: the events' median 10.00 us exceeds the CUPTI span's 6.00 us", 0) == 0);
   CHECK(spans(10.4).empty());  // below, within the events' resolution
@@ -222,8 +219,8 @@ TEST_CASE("timers: the events against the CUPTI span") {
 }
 
 TEST_CASE("device state: a changed setting is named with both values") {
-  const scorer::DeviceState before = {{"current device", "0"}, {"persisting-L2 limit", "0 bytes"},
-                                      {"stack limit", "1024 bytes"}};
+  const scorer::DeviceState before = {
+      {"current device", "0"}, {"persisting-L2 limit", "0 bytes"}, {"stack limit", "1024 bytes"}};
   scorer::DeviceState after = before;
   CHECK(scorer::device_state_change(before, after, "after prepare").empty());
   after[1].value = "31457280 bytes";

@@ -272,8 +272,7 @@ TEST_CASE("selects at the same time lose no run: each is best or in the history"
   CHECK(kept == runs);
   const std::vector<HistoryEntry> h = load_history(results);
   CHECK(std::count_if(h.begin(), h.end(), [](const HistoryEntry& e) { return e.event == "selected"; }) == kRuns);
-  CHECK(std::count_if(h.begin(), h.end(), [](const HistoryEntry& e) { return e.event == "retired"; }) ==
-        kRuns - 1);
+  CHECK(std::count_if(h.begin(), h.end(), [](const HistoryEntry& e) { return e.event == "retired"; }) == kRuns - 1);
 }
 
 TEST_CASE("select is all or nothing: a failure at any step of its commit changes nothing") {

@@ -25,11 +25,10 @@ scorer::TraceRecord rec(scorer::TraceRecord::Kind k, uint32_t stream, uint64_t s
 TEST_CASE("a call's trace sums its own kernels and spans its own records only") {
   using R = scorer::TraceRecord;
   const std::vector<R> records = {
-      rec(R::set, 7, 100, 200, 1),          // the scorer's flush, another tag
-      rec(R::kernel, 7, 1000, 3000, 2),     // the call: two kernels with a gap, and a copy
-      rec(R::copy, 7, 3100, 3400, 2),
-      rec(R::kernel, 7, 3500, 4500, 2),
-      rec(R::kernel, 9, 2000, 9000, 0),     // someone else's
+      rec(R::set, 7, 100, 200, 1),       // the scorer's flush, another tag
+      rec(R::kernel, 7, 1000, 3000, 2),  // the call: two kernels with a gap, and a copy
+      rec(R::copy, 7, 3100, 3400, 2),   rec(R::kernel, 7, 3500, 4500, 2),
+      rec(R::kernel, 9, 2000, 9000, 0),  // someone else's
   };
   const scorer::CallTrace c = scorer::trace_of_call(records, 2);
   CHECK(c.records == 3);
@@ -44,12 +43,12 @@ TEST_CASE("a call's trace sums its own kernels and spans its own records only") 
 TEST_CASE("foreign records are those overlapping the window with no allowed tag") {
   using R = scorer::TraceRecord;
   const std::vector<R> records = {
-      rec(R::kernel, 7, 1000, 2000, 2),     // the call itself
-      rec(R::kernel, 9, 500, 1100, 0),      // untagged, overlaps the start
-      rec(R::kernel, 9, 2500, 2600, 0),     // untagged, after the window
-      rec(R::kernel, 9, 100, 900, 0),       // untagged, before it
-      rec(R::kernel, 9, 1500, 1600, 3),     // tagged by another call (a candidate's left-over)
-      rec(R::set, 7, 1900, 2100, 1),        // the scorer's own, allowed
+      rec(R::kernel, 7, 1000, 2000, 2),  // the call itself
+      rec(R::kernel, 9, 500, 1100, 0),   // untagged, overlaps the start
+      rec(R::kernel, 9, 2500, 2600, 0),  // untagged, after the window
+      rec(R::kernel, 9, 100, 900, 0),    // untagged, before it
+      rec(R::kernel, 9, 1500, 1600, 3),  // tagged by another call (a candidate's left-over)
+      rec(R::set, 7, 1900, 2100, 1),     // the scorer's own, allowed
   };
   const auto f = scorer::foreign_records(records, {2, 1}, 1000, 2000);
   REQUIRE(f.size() == 2);

@@ -114,8 +114,8 @@ scorer::RunMeta base_meta() {
 RunResult score(const std::vector<scorer::WorkItem>& work, scorer::RunMeta meta, const scorer::ShardSpec& shard) {
   const auto shapes = run_shapes();
   const auto items = scorer::score_on_lanes(
-      shapes.size(), work, 1, [&](const scorer::WorkItem& w, size_t, size_t) { return unit_result(shapes[w.shape], w); },
-      [] { return false; });
+      shapes.size(), work, 1,
+      [&](const scorer::WorkItem& w, size_t, size_t) { return unit_result(shapes[w.shape], w); }, [] { return false; });
   RunResult run;
   run.meta = std::move(meta);
   if (shard.index > 0) run.meta.shard = scorer::describe_shard(shard, shapes, work, items);
@@ -204,7 +204,8 @@ TEST_CASE("merge: shards of another build, shapes file, seed or rule are refused
         "(the shards of one run share it)");
   CHECK(with([](scorer::RunMeta& m) { m.submission_sha256 = "beef"; }).find("field 'meta.submission_sha256'") !=
         std::string::npos);
-  CHECK(with([](scorer::RunMeta& m) { m.shapes_sha256 = "x"; }).find("shard-2-of-2.json: field 'meta.shapes_sha256'") == 0);
+  CHECK(with([](scorer::RunMeta& m) { m.shapes_sha256 = "x"; }).find("shard-2-of-2.json: field 'meta.shapes_sha256'") ==
+        0);
   CHECK(with([](scorer::RunMeta& m) { m.seed = 8; }) ==
         "shard-2-of-2.json: field 'meta.seed': 8, but shard-1-of-2.json has 7 (the shards of one run share it)");
   CHECK(with([](scorer::RunMeta& m) { m.replicates = 5; }).find("field 'meta.replicates'") != std::string::npos);
@@ -294,25 +295,33 @@ TEST_CASE("merge: slurm-score.sh runs a job array of shards, then the merge afte
   test_util::TempDir dir("scorer-slurm");
   const std::string d = dir.path.string();
   for (const ShardFile& f : shards(3)) scorer::save_results(f.run, d + "/prebuilt/" + f.path);
-  dir.write("fake-scorer",
-            "#!/bin/sh\n"
-            "for a; do printf '[%s]' \"$a\"; done >> " + d + "/scorer-calls; echo >> " + d + "/scorer-calls\n"
-            "if [ \"$1\" = run ]; then\n"
-            "  while [ $# -gt 0 ]; do case \"$1\" in --shard) s=$2; shift;; --out) o=$2; shift;; esac; shift; done\n"
-            "  [ -f " + d + "/fail-${s%/*} ] && exit 3\n"
-            "  cp " + d + "/prebuilt/shard-${s%/*}-of-${s#*/}.json \"$o\"\n"
-            "  exit 1  # a shape failed its checks: the shard still counts as done\n"
-            "fi\n"
-            "shift; exec " + real.string() + " merge \"$@\"\n");
+  dir.write(
+      "fake-scorer",
+      "#!/bin/sh\n"
+      "for a; do printf '[%s]' \"$a\"; done >> " +
+          d + "/scorer-calls; echo >> " + d +
+          "/scorer-calls\n"
+          "if [ \"$1\" = run ]; then\n"
+          "  while [ $# -gt 0 ]; do case \"$1\" in --shard) s=$2; shift;; --out) o=$2; shift;; esac; shift; done\n"
+          "  [ -f " +
+          d +
+          "/fail-${s%/*} ] && exit 3\n"
+          "  cp " +
+          d +
+          "/prebuilt/shard-${s%/*}-of-${s#*/}.json \"$o\"\n"
+          "  exit 1  # a shape failed its checks: the shard still counts as done\n"
+          "fi\n"
+          "shift; exec " +
+          real.string() + " merge \"$@\"\n");
   fs::permissions(dir.path / "fake-scorer", fs::perms::owner_all);
   fs::create_directories(dir.path / "bin");
   fs::create_symlink(repo / "tests/fake-sbatch", dir.path / "bin/sbatch");
   auto slurm = [&](const std::string& state) {
-    const std::string cmd = "cd '" + repo.string() + "' && PATH='" + d + "/bin" +
-                            "':\"$PATH\" FAKE_SBATCH_DIR='" + d + "/" + state + "' scripts/slurm-score.sh --shards 3 " +
-                            "--gpus-per-task 2 --scorer '" + d + "/fake-scorer' --dir '" + d + "/" + state +
-                            "-files' --out '" + d + "/" + state + "-merged.json' --wait -- --filter 'dense_*' " +
-                            "--recorded 'my file.toml' >" + d + "/" + state + ".log 2>&1";
+    const std::string cmd = "cd '" + repo.string() + "' && PATH='" + d + "/bin" + "':\"$PATH\" FAKE_SBATCH_DIR='" + d +
+                            "/" + state + "' scripts/slurm-score.sh --shards 3 " + "--gpus-per-task 2 --scorer '" + d +
+                            "/fake-scorer' --dir '" + d + "/" + state + "-files' --out '" + d + "/" + state +
+                            "-merged.json' --wait -- --filter 'dense_*' " + "--recorded 'my file.toml' >" + d + "/" +
+                            state + ".log 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream log(d + "/" + state + ".log");
     std::ostringstream text;
@@ -332,7 +341,8 @@ TEST_CASE("merge: slurm-score.sh runs a job array of shards, then the merge afte
   REQUIRE(lines.size() == 4);
   for (int i = 1; i <= 3; ++i)
     CHECK(lines[size_t(i - 1)] == "[run][--shard][" + std::to_string(i) + "/3][--out][" + d + "/ok-files/shard-" +
-                                      std::to_string(i) + "-of-3.json][--gpus][all][--filter][dense_*][--recorded]"
+                                      std::to_string(i) +
+                                      "-of-3.json][--gpus][all][--filter][dense_*][--recorded]"
                                       "[my file.toml]");
   CHECK(lines[3].find("[merge][" + d + "/ok-files/shard-1-of-3.json]") == 0);
   std::ifstream sb(d + "/ok/calls");

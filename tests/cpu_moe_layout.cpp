@@ -189,9 +189,8 @@ void emulate_mma(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], double 
 // out[row][token] of one expert's matrix (rows x K) through the repacked
 // layout: the kernel's data path (stage copies, fragment reads, MMA, group
 // scale) with the MMA emulated. Rows are in tile order.
-std::vector<double> emulate_repacked_gemm(const std::vector<uint8_t>& codes,
-                                          const std::vector<uint16_t>& scales, int rows, int K,
-                                          int I, bool w13, const std::vector<uint16_t>& X,
+std::vector<double> emulate_repacked_gemm(const std::vector<uint8_t>& codes, const std::vector<uint16_t>& scales,
+                                          int rows, int K, int I, bool w13, const std::vector<uint16_t>& X,
                                           int tokens) {
   const int tiles = rows / kTileRows, groups = K / kGroup;
   std::vector<double> out(size_t(rows) * tokens, 0.0);

@@ -92,9 +92,9 @@ TEST_CASE("moe block size follows the global density M*k/E_global") {
 TEST_CASE("moe max_blocks bounds the blocks of any routing") {
   std::mt19937_64 rng(1234);
   const MoeDims shapes[] = {
-      {7, 256, 384, 16, 4, 3, 2},       {33, 256, 256, 8, 8, 2, 0},   {1, 2048, 768, 128, 128, 8, 0},
-      {256, 2048, 768, 128, 128, 8, 0}, {128, 7168, 2048, 256, 32, 8, 5},
-      {64, 4096, 14336, 8, 8, 2, 0},    {300, 256, 256, 8, 8, 2, 0},  {50, 256, 256, 4, 4, 1, 0},
+      {7, 256, 384, 16, 4, 3, 2},       {33, 256, 256, 8, 8, 2, 0},       {1, 2048, 768, 128, 128, 8, 0},
+      {256, 2048, 768, 128, 128, 8, 0}, {128, 7168, 2048, 256, 32, 8, 5}, {64, 4096, 14336, 8, 8, 2, 0},
+      {300, 256, 256, 8, 8, 2, 0},      {50, 256, 256, 4, 4, 1, 0},
   };
   for (const MoeDims& d : shapes) {
     const MoePlan p = plan_moe(d, "default", kSms);
@@ -140,9 +140,9 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // of 128 rows would leave SMs idle: 64 rows double the CTAs streaming.
   CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).tile_rows_up == 64);
   CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).tile_rows_down == 64);
-  for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
-                           MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64,
-                           MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
+  for (const MoeDims& d :
+       {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
+        MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64, MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
     for (const char* v : {"default", "mma_cta_copies", "mma", "mma_rows64", "mma_nopdl", "mma_contig"}) {
       const MoePlan p = plan_moe(d, v, kSms);
       CHECK(p.kernel == MoeKernel::mma);
@@ -324,7 +324,8 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // The default reads h unit by unit where GEMM 1's expected units make a
   // wave of CTAs or more: qwen3 M=1 (8 blocks x 24 units of 64 rows, 192 of
   // 396 CTAs) and dsv3 M=8 (~7.2 blocks x 32) wait for the whole grid.
-  for (const MoeDims& d : {qwen3_1, MoeDims{8, 7168, 2048, 256, 32, 8, 0}}) CHECK_FALSE(plan_moe(d, "default", kSms).h_flags);
+  for (const MoeDims& d : {qwen3_1, MoeDims{8, 7168, 2048, 256, 32, 8, 0}})
+    CHECK_FALSE(plan_moe(d, "default", kSms).h_flags);
   for (const MoeDims& d : {MoeDims{16, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
                            MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64})
     CHECK(plan_moe(d, "default", kSms).h_flags);
@@ -332,9 +333,9 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // expected units on: every public shape but qwen3 M=1 (0.65 waves) and
   // dsv3 M=8 (1.02); never on the kernels without a producer warp, nor with
   // 4 CTAs per SM.
-  for (const MoeDims& d : {MoeDims{16, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
-                           MoeDims{32, 7168, 2048, 256, 32, 8, 5}, MoeDims{128, 7168, 2048, 256, 32, 8, 0},
-                           mixtral1, mixtral64}) {
+  for (const MoeDims& d :
+       {MoeDims{16, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
+        MoeDims{32, 7168, 2048, 256, 32, 8, 5}, MoeDims{128, 7168, 2048, 256, 32, 8, 0}, mixtral1, mixtral64}) {
     CAPTURE(d.M);
     CHECK(plan_moe(d, "default", kSms).queue_down);
     CHECK_FALSE(plan_moe(d, "mma_cta_copies", kSms).queue_down);
@@ -345,8 +346,8 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   CHECK(plan_moe(qwen3_1, "mma_queue_down", kSms).queue_down);
   CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
   CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
-  const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},   {4, 200, 256, 8, 8, 2, 0}, {4, 256, 100, 8, 8, 2, 0},
-                         {4, 256, 256, 8, 3, 2, 0},   {4, 256, 256, 8, 8, 9, 0}, {4, 256, 256, 8, 8, 0, 0},
-                         {4, 256, 256, 16, 4, 2, 4},  {4, 256, 256, 16, 4, 2, -1}};
+  const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},  {4, 200, 256, 8, 8, 2, 0},  {4, 256, 100, 8, 8, 2, 0},
+                         {4, 256, 256, 8, 3, 2, 0},  {4, 256, 256, 8, 8, 9, 0},  {4, 256, 256, 8, 8, 0, 0},
+                         {4, 256, 256, 16, 4, 2, 4}, {4, 256, 256, 16, 4, 2, -1}};
   for (const MoeDims& d : bad) CHECK_THROWS_AS(plan_moe(d, "default", kSms), std::invalid_argument);
 }

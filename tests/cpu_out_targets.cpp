@@ -61,7 +61,7 @@ TEST_CASE("out targets: no --out replaces a device, a directory, a FIFO or a lin
       CHECK(o.err.rfind("command line: --out " + target + ": ", 0) == 0);
     }
   }
-  struct stat st{};
+  struct stat st {};
   REQUIRE(stat("/dev/null", &st) == 0);
   CHECK(S_ISCHR(st.st_mode));
   REQUIRE(lstat("fifo", &st) == 0);
@@ -81,9 +81,9 @@ TEST_CASE("out targets: the files the results and the tree depend on are refused
   scorer::save_results(test_util::sample_run(1.1), "results/best.json");
   for (const char* f : {"results/history/index.tsv", "results/runs/a.json", "shapes.toml", "submission/dense.cu"})
     dir.write(f, "precious");
-  const std::vector<std::string> protect = {"results/best.json", "results/latest.json", "results/history/index.tsv",
-                                            "results/runs/a.json", "shapes.toml", "submission/dense.cu",
-                                            "results/../submission/new.cu"};
+  const std::vector<std::string> protect = {
+      "results/best.json", "results/latest.json", "results/history/index.tsv",   "results/runs/a.json",
+      "shapes.toml",       "submission/dense.cu", "results/../submission/new.cu"};
   for (const std::string& target : protect) {
     CAPTURE(target);
     Outcome o = call(scorer::report_main, {"--out", target});

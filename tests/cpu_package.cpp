@@ -16,12 +16,12 @@
 #include <random>
 #include <sstream>
 
-#include "tests/sample_run.h"
 #include "scorer/commands.h"
 #include "scorer/exit_codes.h"
 #include "scorer/package.h"
 #include "scorer/results_json.h"
 #include "scorer/sha256.h"
+#include "tests/sample_run.h"
 
 namespace {
 
@@ -78,7 +78,8 @@ struct Repo {
     write(root / "submission/kernel.cu", "// kernel\n" + random_text(300));
     write(root / "submission/run.sh", "#!/bin/sh\necho run\n");
     fs::permissions(root / "submission/run.sh", fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
-    shell("cd " + q(root) + " && git init -q && git add .gitignore scripts submission && "
+    shell("cd " + q(root) +
+          " && git init -q && git add .gitignore scripts submission && "
           "git -c user.name=t -c user.email=t@example.com -c commit.gpgsign=false commit -qm init");
     write(root / "submission/untracked.cu", "// not yet added\n" + random_text(50));
     write(root / "submission/kernel.o", random_text(64));
@@ -308,8 +309,9 @@ TEST_CASE("package --verify refuses duplicate members, links, and a forced: line
   const fs::path bad = repo.root / "results/bad.tar.gz";
   fs::create_directories(x);
   shell("tar -xzf " + q(good) + " -C " + q(x));
-  const std::string files = "MANIFEST submission/kernel.cu submission/run.sh submission/submission.h "
-                            "submission/untracked.cu";
+  const std::string files =
+      "MANIFEST submission/kernel.cu submission/run.sh submission/submission.h "
+      "submission/untracked.cu";
 
   shell("tar --hard-dereference -czf " + q(bad) + " -C " + q(x) + " " + files + " submission/kernel.cu");
   auto v = repo.verify(bad);

@@ -43,7 +43,8 @@ struct Simulation {
   std::vector<double> ref;
 
   Simulation(const scorer::Shape& s, std::mt19937_64& rng)
-      : rows(s.op == scorer::Op::pooler ? s.B : s.M), K(s.op == scorer::Op::pooler ? s.H : s.K),
+      : rows(s.op == scorer::Op::pooler ? s.B : s.M),
+        K(s.op == scorer::Op::pooler ? s.H : s.K),
         pooler(s.op == scorer::Op::pooler) {
     // dense: W ~ N(0, 1/K); pooler: W ~ N(0, 1/H), bias ~ N(0, 0.1^2) (scorer/*_case.cu)
     X = as_float(normal_bf16(size_t(rows) * K, 1.0, rng));
@@ -129,7 +130,7 @@ TEST_CASE("quantize: e4m3 codes round-trip, int8 groups share one bf16 scale") {
   CHECK(quant::e4m3_value(0x7e) == 448.0f);
   CHECK(quant::e4m3_value(0x01) == std::ldexp(1.0f, -9));
   CHECK(quant::e4m3_round(1000.0f) == 448.0f);
-  CHECK(quant::e4m3_round(1.0f + 1.0f / 16) == 1.0f);           // a tie goes to even
+  CHECK(quant::e4m3_round(1.0f + 1.0f / 16) == 1.0f);  // a tie goes to even
   CHECK(quant::e4m3_round(1.0f + 3.0f / 16) == 1.25f);
 
   std::vector<uint16_t> W(32);

@@ -52,8 +52,8 @@ TEST_CASE("recorded: the shipped H200 file has both times for every public shape
 }
 
 TEST_CASE("recorded: apply_recorded takes eager times, or graph times in graph mode") {
-  Recorded rec = parse_recorded(
-      "source = \"bench\"\ngpu = \"G\"\n[us]\na = 50.0\nb = 20\n[graph_us]\na = 40.0\n", "rec.toml");
+  Recorded rec =
+      parse_recorded("source = \"bench\"\ngpu = \"G\"\n[us]\na = 50.0\nb = 20\n[graph_us]\na = 40.0\n", "rec.toml");
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<double> u(5, 15);
   RunResult run;
@@ -90,7 +90,8 @@ TEST_CASE("recorded: bad files name the file, the line and the field") {
   CHECK(error_of(head) == "rec.toml:1: field 'us': missing");
   CHECK(error_of(head + "[us]\na = 1.0\nb = \"2.0\"\n") ==
         "rec.toml:5: field 'us.b': expected a number of µs, got a string");
-  CHECK(error_of(head + "[us]\na = 1.0\n[graph_us]\na = -3\n") == "rec.toml:6: field 'graph_us.a': must be > 0 (got -3.000000)");
+  CHECK(error_of(head + "[us]\na = 1.0\n[graph_us]\na = -3\n") ==
+        "rec.toml:6: field 'graph_us.a': must be > 0 (got -3.000000)");
   CHECK(error_of("source = 7\ngpu = \"G\"\n[us]\n") == "rec.toml:1: field 'source': expected a string, got an integer");
   CHECK(error_of(head + "us = 5\n") == "rec.toml:3: field 'us': expected a table of shape times, got an integer");
   CHECK(error_of(head + "graph-us = {}\n[us]\n") ==
@@ -121,14 +122,12 @@ TEST_CASE("recorded: a name of no shape is warned about; the times apply only on
         std::vector<std::string>{
             "rec.toml:7: field 'graph_us.router_t1_e128': no shape of s.toml has this name; its time is not used",
             "rec.toml:5: field 'us.dense_m32_qvk': no shape of s.toml has this name; its time is not used"});
-  CHECK(recorded_unknown_names(load_recorded("baselines/h200-serving-stack.toml"), load_shapes("shapes.toml"))
-            .empty());
+  CHECK(recorded_unknown_names(load_recorded("baselines/h200-serving-stack.toml"), load_shapes("shapes.toml")).empty());
 
   check_recorded_gpu(rec, "NVIDIA H200");
   CHECK_THROWS_WITH_AS(check_recorded_gpu(rec, "NVIDIA H100 80GB HBM3"),
                        "rec.toml:2: field 'gpu': the times were recorded on NVIDIA H200, this run is on NVIDIA H100 "
                        "80GB HBM3: they do not apply here",
                        InputError);
-  CHECK_THROWS_WITH_AS(load_recorded("baselines"),
-                       "baselines: cannot read: Is a directory", InputError);
+  CHECK_THROWS_WITH_AS(load_recorded("baselines"), "baselines: cannot read: Is a directory", InputError);
 }

@@ -44,14 +44,13 @@ bool is_bf16_nan(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0;
 
 // The op's MoE, written out term by term: no dequantized copies, the expert's
 // rank found by division.
-std::vector<double> naive_moe(int M, int H, int I, int E_local, int k, int ep_rank,
-                              const std::vector<uint16_t>& X, const std::vector<int32_t>& ids,
-                              const std::vector<float>& wts, const std::vector<uint8_t>& W13,
-                              const std::vector<uint16_t>& S13, const std::vector<uint8_t>& W2,
-                              const std::vector<uint16_t>& S2) {
+std::vector<double> naive_moe(int M, int H, int I, int E_local, int k, int ep_rank, const std::vector<uint16_t>& X,
+                              const std::vector<int32_t>& ids, const std::vector<float>& wts,
+                              const std::vector<uint8_t>& W13, const std::vector<uint16_t>& S13,
+                              const std::vector<uint8_t>& W2, const std::vector<uint16_t>& S2) {
   // Element c of row r of expert e of a packed [rows, cols] matrix.
-  auto weight = [](const std::vector<uint8_t>& W, const std::vector<uint16_t>& S, int rows,
-                   int cols, int e, int r, int c) {
+  auto weight = [](const std::vector<uint8_t>& W, const std::vector<uint16_t>& S, int rows, int cols, int e, int r,
+                   int c) {
     const size_t row = size_t(e) * rows + r;
     const int code = (W[row * (cols / 2) + c / 2] >> (4 * (c % 2))) & 15;
     return (code - 8) * double(bf16_to_float(S[row * (cols / 128) + c / 128]));
@@ -88,8 +87,7 @@ struct MoeCase {
   std::vector<float> wts;
   std::vector<uint8_t> W13, W2;
 
-  MoeCase(int M_, int H_, int I_, int Eg, int El, int k_, int rank, std::vector<int32_t> ids_,
-          std::mt19937_64& rng)
+  MoeCase(int M_, int H_, int I_, int Eg, int El, int k_, int rank, std::vector<int32_t> ids_, std::mt19937_64& rng)
       : M(M_), H(H_), I(I_), E_global(Eg), E_local(El), k(k_), ep_rank(rank), ids(ids_) {
     std::normal_distribution<float> nd(0, 1);
     std::uniform_real_distribution<float> scale(0.005f, 0.03f), w(0.05f, 1.0f);
@@ -102,16 +100,13 @@ struct MoeCase {
     for (uint8_t& b : W2) b = uint8_t(code(rng));
     for (size_t i = 0; i < size_t(E_local) * 2 * I * H / 128; ++i)
       S13.push_back(float_to_bf16(scale(rng) * (rng() % 2 ? 1 : -1)));
-    for (size_t i = 0; i < size_t(E_local) * H * I / 128; ++i)
-      S2.push_back(float_to_bf16(scale(rng)));
+    for (size_t i = 0; i < size_t(E_local) * H * I / 128; ++i) S2.push_back(float_to_bf16(scale(rng)));
   }
   std::vector<double> cpu() const {
-    return ref::moe_cpu(M, H, I, E_global, E_local, k, ep_rank, X.data(), ids.data(), wts.data(),
-                        W13.data(), S13.data(), W2.data(), S2.data());
+    return ref::moe_cpu(M, H, I, E_global, E_local, k, ep_rank, X.data(), ids.data(), wts.data(), W13.data(),
+                        S13.data(), W2.data(), S2.data());
   }
-  std::vector<double> naive() const {
-    return naive_moe(M, H, I, E_local, k, ep_rank, X, ids, wts, W13, S13, W2, S2);
-  }
+  std::vector<double> naive() const { return naive_moe(M, H, I, E_local, k, ep_rank, X, ids, wts, W13, S13, W2, S2); }
 };
 
 double row_norm(const std::vector<double>& v, int row, int width) {
@@ -142,14 +137,11 @@ TEST_CASE("pooler_cpu: the last token of each sequence, then tanh(W x + bias)") 
   for (int n = 0; n < 7; ++n) w[n * H + n] = 1;      // rows 0..6 pick one element
   for (int i = 0; i < H; ++i) w[7 * H + i] = 0.25f;  // row 7 averages a quarter of each
   const std::vector<uint16_t> W = bf16s(w), bias = bf16s({0, 0, 0, 0, 0, 0, 0, -1});
-  const std::vector<double> out =
-      ref::pooler_cpu(B, H, hidden.data(), cu.data(), W.data(), bias.data());
+  const std::vector<double> out = ref::pooler_cpu(B, H, hidden.data(), cu.data(), W.data(), bias.data());
   // Row 2 is 2,1,0,-1,-2,-3,-4,-5 (sum -12); row 4 is 4,3,...,-3 (sum 4).
-  const double pre[2][8] = {{2, 1, 0, -1, -2, -3, -4, 0.25 * -12 - 1},
-                            {4, 3, 2, 1, 0, -1, -2, 0.25 * 4 - 1}};
+  const double pre[2][8] = {{2, 1, 0, -1, -2, -3, -4, 0.25 * -12 - 1}, {4, 3, 2, 1, 0, -1, -2, 0.25 * 4 - 1}};
   for (int b = 0; b < B; ++b)
-    for (int n = 0; n < H; ++n)
-      CHECK(out[b * H + n] == doctest::Approx(std::tanh(pre[b][n])).epsilon(1e-15));
+    for (int n = 0; n < H; ++n) CHECK(out[b * H + n] == doctest::Approx(std::tanh(pre[b][n])).epsilon(1e-15));
 }
 
 TEST_CASE("router_cpu: ties go to the lower id, weights are a softmax over the top k") {
@@ -253,8 +245,7 @@ TEST_CASE("int4: pack and unpack round-trip, low nibble first") {
   const std::vector<uint8_t> p = ref::pack_int4(codes, rows, cols);
   REQUIRE(p.size() == size_t(rows * cols / 2));
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c)
-      CHECK(ref::int4_code(p.data() + r * cols / 2, c) == codes[r * cols + c]);
+    for (int c = 0; c < cols; ++c) CHECK(ref::int4_code(p.data() + r * cols / 2, c) == codes[r * cols + c]);
 
   CHECK_THROWS_AS(ref::pack_int4({1, 2, 3}, 1, 3), std::invalid_argument);
   CHECK_THROWS_AS(ref::pack_int4({1, 16}, 1, 2), std::invalid_argument);
@@ -270,8 +261,7 @@ TEST_CASE("int4: dequantization is (q - 8) * the scale of the element's group of
   const std::vector<double> w = ref::dequant_int4(p.data(), scales.data(), rows, cols);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c)
-      CHECK(w[r * cols + c] ==
-            (codes[r * cols + c] - 8) * double(bf16_to_float(scales[r * 2 + c / 128])));
+      CHECK(w[r * cols + c] == (codes[r * cols + c] - 8) * double(bf16_to_float(scales[r * 2 + c / 128])));
   CHECK(w[0] == -4);   // code 0, scale 0.5
   CHECK(w[129] == 2);  // code 129 * 7 % 16 = 7, scale -2 (second group)
   CHECK_THROWS_AS(ref::dequant_int4(p.data(), scales.data(), 4, 64), std::invalid_argument);

@@ -70,10 +70,11 @@ TEST_CASE("replicates: the work list runs every shape's replicate 1 before any r
 TEST_CASE("replicates: a shape assembled from its replicates") {
   const scorer::Shape s = shape("a");
   SUBCASE("all passed") {
-    const ShapeResult r = scorer::assemble_shape(
-        s, {item(s, 1, "ok", {"clock moved"}), item(s, 2, "ok", {"clock moved", "throttled"}),
-            item(s, 3, "ok", {"clock moved"})},
-        3);
+    const ShapeResult r =
+        scorer::assemble_shape(s,
+                               {item(s, 1, "ok", {"clock moved"}), item(s, 2, "ok", {"clock moved", "throttled"}),
+                                item(s, 3, "ok", {"clock moved"})},
+                               3);
     CHECK(r.status == "ok");
     CHECK(r.variant == "v");
     REQUIRE(r.replicates.size() == 3);
@@ -177,8 +178,7 @@ TEST_CASE("replicates: the loop skips a failed shape's later replicates and stop
   };
   SUBCASE("whole") {
     const auto out = scorer::score_work_list(shapes, work, 3, score, [] { return false; });
-    const std::vector<std::pair<size_t, int>> want = {{0, 1}, {1, 1}, {2, 1}, {0, 2}, {1, 2},
-                                                      {2, 2}, {0, 3}, {2, 3}};
+    const std::vector<std::pair<size_t, int>> want = {{0, 1}, {1, 1}, {2, 1}, {0, 2}, {1, 2}, {2, 2}, {0, 3}, {2, 3}};
     CHECK(scored == want);
     CHECK(positions == std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 8});
     REQUIRE(out.size() == 3);
@@ -189,8 +189,7 @@ TEST_CASE("replicates: the loop skips a failed shape's later replicates and stop
     CHECK(out[2].replicates.size() == 3);
   }
   SUBCASE("stopped during the 5th item: it is dropped") {
-    const auto out =
-        scorer::score_work_list(shapes, work, 3, score, [&] { return scored.size() == 5; });
+    const auto out = scorer::score_work_list(shapes, work, 3, score, [&] { return scored.size() == 5; });
     REQUIRE(out.size() == 3);
     CHECK(out[0].replicates.size() == 2);
     CHECK(out[1].replicates.size() == 1);

@@ -46,18 +46,15 @@ TEST_CASE("results: a shape's dims hold only its op's dims") {
   CHECK(moe.at("dims").size() == 7);
   CHECK(moe.at("dims").at("ep_rank") == 2);
   check_same(scorer::shape_from_json(moe, "child"), run.shapes[2].shape);
-  check_same(scorer::shape_result_from_json(scorer::shape_result_to_json(run.shapes[1]), "child"),
-             run.shapes[1]);
+  check_same(scorer::shape_result_from_json(scorer::shape_result_to_json(run.shapes[1]), "child"), run.shapes[1]);
 
   // Without source text, errors name the file and the field but no line.
   json bad = dense;
   bad["dims"]["E"] = 4;
-  CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"),
-                       "child: field 'dims.E': unknown field", InputError);
+  CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"), "child: field 'dims.E': unknown field", InputError);
   bad = dense;
   bad["dims"].erase("K");
-  CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"), "child: field 'dims.K': missing",
-                       InputError);
+  CHECK_THROWS_WITH_AS(scorer::shape_from_json(bad, "child"), "child: field 'dims.K': missing", InputError);
   // A shape's process scores one replicate, whichever: replicate 3 alone reads back.
   ShapeResult third = run.shapes[1];
   third.replicates.erase(third.replicates.begin(), third.replicates.end() - 1);
@@ -73,8 +70,7 @@ TEST_CASE("results: non-finite numbers are written as null and read back as NaN"
   RunResult run = filled_run();
   run.shapes[0].check.rel_l2 = NAN;
   run.shapes[2].ci_hi = INFINITY;
-  const RunResult back =
-      scorer::results_from_json(json::parse(scorer::results_to_json(run).dump()), "mem");
+  const RunResult back = scorer::results_from_json(json::parse(scorer::results_to_json(run).dump()), "mem");
   CHECK(std::isnan(back.shapes[0].check.rel_l2));
   CHECK(back.shapes[2].ci_lo == run.shapes[2].ci_lo);
   // Not a trial time, which must be a number above 0.
@@ -127,8 +123,7 @@ TEST_CASE("results: saving is atomic and replaces the previous file") {
   CHECK_THROWS_AS(scorer::save_results(run, dir.file("taken")), std::runtime_error);
   int left = 0;
   for (const auto& e : fs::directory_iterator(dir.path))
-    left += e.path().filename() != "plain" && e.path().filename() != "taken" &&
-            e.path().filename() != "latest.json";
+    left += e.path().filename() != "plain" && e.path().filename() != "taken" && e.path().filename() != "latest.json";
   CHECK(left == 0);
   CHECK(scorer::load_results(path).meta.gpu_name == "second");
 }

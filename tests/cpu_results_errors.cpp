@@ -24,8 +24,7 @@ TEST_CASE("results: bad files name the file, the line and the field") {
   };
 
   SUBCASE("missing file") {
-    CHECK(load_error(dir.file("best.json")) ==
-          dir.file("best.json") + ": cannot read: No such file or directory");
+    CHECK(load_error(dir.file("best.json")) == dir.file("best.json") + ": cannot read: No such file or directory");
   }
   SUBCASE("truncated") {
     const std::string full = good.dump(2);
@@ -59,8 +58,7 @@ TEST_CASE("results: bad files name the file, the line and the field") {
     json j = good;
     j["shapes"][1]["replicates"][0]["candidate_us"] = "fast";
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" +
-                                  std::to_string(line_of(text, "\"candidate_us\": \"fast\"")) +
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"candidate_us\": \"fast\"")) +
                                   ": field 'shapes[1].replicates[0].candidate_us': expected an array of numbers");
   }
   SUBCASE("wrong type inside an array") {
@@ -74,16 +72,16 @@ TEST_CASE("results: bad files name the file, the line and the field") {
     json j = good;
     j["meta"]["sm_count"] = 132.5;
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"sm_count\"")) +
-                                  ": field 'meta.sm_count': expected an integer");
+    CHECK(load_error(path) ==
+          path + ":" + std::to_string(line_of(text, "\"sm_count\"")) + ": field 'meta.sm_count': expected an integer");
   }
   SUBCASE("missing field: the line of the object that lacks it") {
     json j = good;
     j["shapes"][1]["check"].erase("rel_l2");
     const std::string text = save(j);
-    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"check\": {", 3)) +
-                                  ": field 'shapes[1].check.rel_l2': missing");  // after shapes[0]'s and its 2 replicates'
-
+    CHECK(load_error(path) ==
+          path + ":" + std::to_string(line_of(text, "\"check\": {", 3)) +
+              ": field 'shapes[1].check.rel_l2': missing");  // after shapes[0]'s and its 2 replicates'
   }
   SUBCASE("missing top-level field") {
     json j = good;
@@ -102,17 +100,15 @@ TEST_CASE("results: bad files name the file, the line and the field") {
     json j = good;
     j["shapes"][2]["shape"]["op"] = "conv";
     const std::string text = save(j);
-    CHECK(load_error(path) ==
-          path + ":" + std::to_string(line_of(text, "\"op\": \"conv\"")) +
-              ": field 'shapes[2].shape.op': unknown op 'conv' (expected pooler, dense, router or "
-              "moe_w4a16)");
+    CHECK(load_error(path) == path + ":" + std::to_string(line_of(text, "\"op\": \"conv\"")) +
+                                  ": field 'shapes[2].shape.op': unknown op 'conv' (expected pooler, dense, router or "
+                                  "moe_w4a16)");
   }
   SUBCASE("unknown status") {
     json j = good;
     j["shapes"][0]["status"] = "fine";
     const std::string text = save(j);
-    CHECK(load_error(path).rfind(path + ":" +
-                                     std::to_string(line_of(text, "\"status\": \"fine\"")) +
+    CHECK(load_error(path).rfind(path + ":" + std::to_string(line_of(text, "\"status\": \"fine\"")) +
                                      ": field 'shapes[0].status': unknown status 'fine'",
                                  0) == 0);
   }
@@ -214,12 +210,11 @@ TEST_CASE("results: bad files name the file, the line and the field") {
     json j = good;
     j["shapes_failed"] = -3;
     const std::string text = save(j);
-    CHECK(load_error(path).rfind(path + ":" + std::to_string(line_of(text, "\"shapes_failed\"")) +
-                                     ": field 'shapes_failed': -3, but ",
-                                 0) == 0);
+    CHECK(load_error(path).rfind(
+              path + ":" + std::to_string(line_of(text, "\"shapes_failed\"")) + ": field 'shapes_failed': -3, but ",
+              0) == 0);
   }
 }
-
 
 TEST_CASE("results: a deeply nested file fails fast, in linear time and memory") {
   TempDir dir;

@@ -82,8 +82,9 @@ TEST_CASE("run and list: seeds and counts are whole numbers; every option has it
 TEST_CASE("run: --baseline OP=NAME names one of the op's baselines, once per op") {
   Outcome o = call(scorer::run_main, {"--baseline", "moe=grouped"});
   CHECK(o.rc == scorer::kExitBadInput);
-  CHECK(o.err == "command line: --baseline: op moe_w4a16 has no baseline 'grouped' (known: cublas_batched, "
-                 "cublas_grouped_sync)\n");
+  CHECK(o.err ==
+        "command line: --baseline: op moe_w4a16 has no baseline 'grouped' (known: cublas_batched, "
+        "cublas_grouped_sync)\n");
   o = call(scorer::run_main, {"--baseline", "moe=cublas_grouped_sync", "--baseline", "moe_w4a16=default"});
   CHECK(o.err == "command line: --baseline: op moe_w4a16 given twice\n");
   o = call(scorer::run_main, {"--baseline", "conv=x"});
@@ -91,8 +92,8 @@ TEST_CASE("run: --baseline OP=NAME names one of the op's baselines, once per op"
   o = call(scorer::run_main, {"--baseline", "dense"});
   CHECK(o.err == "command line: --baseline: expected OP=NAME, got 'dense'\n");
   // A valid choice gets past the options (and here stops at the missing shapes file).
-  o = call(scorer::run_main, {"--baseline", "moe=cublas_grouped_sync", "--baseline", "dense=cublaslt", "--shapes",
-                              "no-such.toml"});
+  o = call(scorer::run_main,
+           {"--baseline", "moe=cublas_grouped_sync", "--baseline", "dense=cublaslt", "--shapes", "no-such.toml"});
   CHECK(o.rc == scorer::kExitBadInput);
   CHECK(o.err.rfind("no-such.toml: cannot read", 0) == 0);
 }
@@ -100,9 +101,9 @@ TEST_CASE("run: --baseline OP=NAME names one of the op's baselines, once per op"
 TEST_CASE("every subcommand: one option layer, with the same help, errors and repeated-option rule") {
   using Main = int (*)(const std::vector<std::string>&);
   const std::vector<std::pair<std::string, Main>> commands = {
-      {"run", scorer::run_main},         {"check", scorer::check_main},   {"list", scorer::list_main},
-      {"diff", scorer::diff_main},       {"select", scorer::select_main}, {"history", scorer::history_main},
-      {"report", scorer::report_main},   {"package", scorer::package_main}, {"merge", scorer::merge_main}};
+      {"run", scorer::run_main},       {"check", scorer::check_main},     {"list", scorer::list_main},
+      {"diff", scorer::diff_main},     {"select", scorer::select_main},   {"history", scorer::history_main},
+      {"report", scorer::report_main}, {"package", scorer::package_main}, {"merge", scorer::merge_main}};
   for (const auto& [name, command] : commands) {
     CAPTURE(name);
     Outcome o = call(command, {"--help"});
@@ -118,8 +119,8 @@ TEST_CASE("every subcommand: one option layer, with the same help, errors and re
 
     // An option that takes one value, given twice: refused, never the last one silently.
     const std::string once = name == "run" || name == "check" || name == "list" ? "--shapes"
-                             : name == "package" || name == "merge"              ? "--out"
-                                                                                 : "--results-dir";
+                             : name == "package" || name == "merge"             ? "--out"
+                                                                                : "--results-dir";
     o = call(command, {once, "a", once, "b"});
     CHECK(o.rc == scorer::kExitBadInput);
     CHECK(o.err == "command line: " + once + " given twice\n");

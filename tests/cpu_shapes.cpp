@@ -4,13 +4,13 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include "scorer/routing_trace.h"
@@ -36,20 +36,19 @@ std::string error_of(const std::string& text) {
 
 // A dense shape whose header is on line 1 and whose fields are on lines 2..7
 // (name, op, regime, M, N, K), with `extra` appended from line 8.
-std::string dense(const std::string& name = "d", const std::string& M = "32",
-                  const std::string& N = "64", const std::string& K = "128",
-                  const std::string& extra = "") {
-  return "[[shape]]\nname = \"" + name + "\"\nop = \"dense\"\nregime = \"r\"\nM = " + M +
-         "\nN = " + N + "\nK = " + K + "\n" + extra;
+std::string dense(const std::string& name = "d", const std::string& M = "32", const std::string& N = "64",
+                  const std::string& K = "128", const std::string& extra = "") {
+  return "[[shape]]\nname = \"" + name + "\"\nop = \"dense\"\nregime = \"r\"\nM = " + M + "\nN = " + N + "\nK = " + K +
+         "\n" + extra;
 }
 
 // A moe_w4a16 shape, header on line 1, then name, op, regime (2..4) and
 // M, H, I, E_global, E_local, k, ep_rank on lines 5..11.
 std::string moe(int M, int H, int I, int E_global, int E_local, int k, int ep_rank) {
   return "[[shape]]\nname = \"m\"\nop = \"moe_w4a16\"\nregime = \"moe\"\nM = " + std::to_string(M) +
-         "\nH = " + std::to_string(H) + "\nI = " + std::to_string(I) +
-         "\nE_global = " + std::to_string(E_global) + "\nE_local = " + std::to_string(E_local) +
-         "\nk = " + std::to_string(k) + "\nep_rank = " + std::to_string(ep_rank) + "\n";
+         "\nH = " + std::to_string(H) + "\nI = " + std::to_string(I) + "\nE_global = " + std::to_string(E_global) +
+         "\nE_local = " + std::to_string(E_local) + "\nk = " + std::to_string(k) +
+         "\nep_rank = " + std::to_string(ep_rank) + "\n";
 }
 
 std::string file_text(const std::string& path) {
@@ -117,8 +116,8 @@ TEST_CASE("the public shapes.toml parses into its 27 shapes") {
   REQUIRE(t.routing.trace);
   CHECK(t.routing.trace->path == "shapes/dsv3_decode_trace.txt");
   CHECK(t.routing.trace->tokens() == 1024);
-  CHECK(f.sha256 == scorer::sha256_string(file_text("shapes.toml") + "\n" +
-                                          scorer::sha256_file("shapes/dsv3_decode_trace.txt")));
+  CHECK(f.sha256 ==
+        scorer::sha256_string(file_text("shapes.toml") + "\n" + scorer::sha256_file("shapes/dsv3_decode_trace.txt")));
   CHECK(f.scoring.aggregate == scorer::ScoringRule::Aggregate::shapes);
   CHECK(f.scoring.failed_speedup == 0);
 }
@@ -161,15 +160,12 @@ TEST_CASE("syntax errors give the parser's line") {
 }
 
 TEST_CASE("missing, mistyped and unknown fields") {
-  CHECK(
-      error_of("# c\n\n[[shape]]\nname = \"d\"\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\n") ==
-      "t.toml:3: field 'K': missing (op dense needs M, N, K)");
+  CHECK(error_of("# c\n\n[[shape]]\nname = \"d\"\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\n") ==
+        "t.toml:3: field 'K': missing (op dense needs M, N, K)");
   CHECK(error_of("[[shape]]\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
         "t.toml:1: field 'name': missing");
-  CHECK(error_of("[[shape]]\nname = \"d\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
-        "t.toml:1: field 'op': missing");
-  CHECK(error_of(dense("d", "32", "\"64\"")) ==
-        "t.toml:6: field 'N': expected an integer, got a string");
+  CHECK(error_of("[[shape]]\nname = \"d\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") == "t.toml:1: field 'op': missing");
+  CHECK(error_of(dense("d", "32", "\"64\"")) == "t.toml:6: field 'N': expected an integer, got a string");
   CHECK(error_of(dense("d", "32", "64", "128.0")) ==
         "t.toml:7: field 'K': expected an integer, got a floating-point number");
   CHECK(error_of("[[shape]]\nname = 7\nop = \"dense\"\nregime = \"r\"\nM = 1\nN = 2\nK = 8\n") ==
@@ -184,8 +180,7 @@ TEST_CASE("missing, mistyped and unknown fields") {
 }
 
 TEST_CASE("names and regimes: pattern and uniqueness, shown on one line") {
-  CHECK(error_of(dense("a b")) ==
-        "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"a b\")");
+  CHECK(error_of(dense("a b")) == "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"a b\")");
   CHECK(error_of(dense("")) == "t.toml:2: field 'name': must match [A-Za-z0-9_.-]+ (got \"\")");
   // The second table starts on line 9: its name is on line 10.
   CHECK(error_of(dense("twice") + "\n" + dense("twice")) ==
@@ -201,8 +196,7 @@ TEST_CASE("names and regimes: pattern and uniqueness, shown on one line") {
 
 TEST_CASE("the file holds [[shape]] tables and a [scoring] table, nothing else") {
   CHECK(error_of("") == "t.toml:1: field 'shape': no [[shape]] tables in the file");
-  CHECK(error_of("# only a comment\n\n") ==
-        "t.toml:1: field 'shape': no [[shape]] tables in the file");
+  CHECK(error_of("# only a comment\n\n") == "t.toml:1: field 'shape': no [[shape]] tables in the file");
   CHECK(error_of("seed = 1\n" + dense()) ==
         "t.toml:1: field 'seed': not allowed outside a [[shape]] table (the file holds [[shape]] tables and "
         "an optional [scoring] table)");
@@ -226,28 +220,23 @@ TEST_CASE("impossible shapes: the Valid: lines of submission.h") {
         "t.toml:11: field 'ep_rank': must be below E_global/E_local = 8 (got 8)");
   CHECK(error_of(moe(1, 2048, 768, 256, 32, 8, -1)) ==
         "t.toml:11: field 'ep_rank': must be between 0 and 1000000 (got -1)");
-  CHECK(error_of(moe(1, 2048, 768, 256, 32, 0, 7)) ==
-        "t.toml:10: field 'k': must be between 1 and 1000000 (got 0)");
+  CHECK(error_of(moe(1, 2048, 768, 256, 32, 0, 7)) == "t.toml:10: field 'k': must be between 1 and 1000000 (got 0)");
   CHECK(parse_shapes(moe(3, 256, 128, 256, 32, 8, 7), "t.toml").shapes[0].ep_rank == 7);
 
   CHECK(error_of(dense("d", "32", "64", "100")) ==
         "t.toml:7: field 'K': must be a multiple of 8 for op dense (got 100)");
   CHECK(error_of(dense("d", "0")) == "t.toml:5: field 'M': must be between 1 and 1000000 (got 0)");
-  CHECK(error_of(dense("d", "1000001")) ==
-        "t.toml:5: field 'M': must be between 1 and 1000000 (got 1000001)");
-  CHECK(error_of(dense("d", "32", "-64")) ==
-        "t.toml:6: field 'N': must be between 1 and 1000000 (got -64)");
+  CHECK(error_of(dense("d", "1000001")) == "t.toml:5: field 'M': must be between 1 and 1000000 (got 1000001)");
+  CHECK(error_of(dense("d", "32", "-64")) == "t.toml:6: field 'N': must be between 1 and 1000000 (got -64)");
 
   const std::string router = "[[shape]]\nname = \"r\"\nop = \"router\"\nregime = \"r\"\nT = 4\n";
   CHECK(error_of(router + "H = 100\nE = 8\nk = 2\n") ==
         "t.toml:6: field 'H': must be a multiple of 8 for op router (got 100)");
-  CHECK(error_of(router + "H = 128\nE = 8\nk = 9\n") ==
-        "t.toml:8: field 'k': must be at most E (got k=9, E=8)");
+  CHECK(error_of(router + "H = 128\nE = 8\nk = 9\n") == "t.toml:8: field 'k': must be at most E (got k=9, E=8)");
   CHECK(parse_shapes(router + "H = 128\nE = 8\nk = 8\n", "t.toml").shapes[0].k == 8);
 
   const std::string pooler = "[[shape]]\nname = \"p\"\nop = \"pooler\"\nregime = \"p\"\nB = 2\n";
-  CHECK(error_of(pooler + "H = 12\n") ==
-        "t.toml:6: field 'H': must be a multiple of 8 for op pooler (got 12)");
+  CHECK(error_of(pooler + "H = 12\n") == "t.toml:6: field 'H': must be a multiple of 8 for op pooler (got 12)");
   CHECK(error_of(pooler + "H = 16\nmin_len = 10\nmax_len = 9\n") ==
         "t.toml:7: field 'min_len': must be at most max_len (got min_len=10, max_len=9)");
   CHECK(error_of(pooler + "H = 16\nmin_len = 0\n") ==
@@ -309,38 +298,31 @@ TEST_CASE("--filter globs match whole names; a glob or regime that selects nothi
   CHECK(names({"moe_qwen3*"}, {}) ==
         std::vector<std::string>{"moe_qwen3_m1", "moe_qwen3_m16", "moe_qwen3_m64", "moe_qwen3_m256"});
   // File order, whatever the globs' order; a shape two globs match once.
-  CHECK(names({"dense_m32_o", "dense_m32_[qo]*"}, {}) ==
-        std::vector<std::string>{"dense_m32_qkv", "dense_m32_o"});
+  CHECK(names({"dense_m32_o", "dense_m32_[qo]*"}, {}) == std::vector<std::string>{"dense_m32_qkv", "dense_m32_o"});
   CHECK(names({"pooler*"}, {"pooler-16"}) == std::vector<std::string>{"pooler_b16_h1024", "pooler_b16_h4096"});
   CHECK(names({}, {"dense-32"}).size() == 4);
   CHECK_THROWS_WITH_AS(names({"moe*", "moe_qwen3_m2"}, {}),
                        "command line: --filter 'moe_qwen3_m2' matches no shape of shapes.toml (a glob "
                        "matches whole names: try 'moe_qwen3_m2*')",
                        InputError);
-  CHECK_THROWS_WITH_AS(names({}, {"dense"}), "command line: --regime 'dense' is no regime of shapes.toml",
-                       InputError);
+  CHECK_THROWS_WITH_AS(names({}, {"dense"}), "command line: --regime 'dense' is no regime of shapes.toml", InputError);
   CHECK_THROWS_WITH_AS(names({"dense*"}, {"moe"}),
                        "command line: no shape of shapes.toml matches both --filter and --regime", InputError);
 }
 
 TEST_CASE("a missing shapes file names the file and the reason") {
   CHECK_THROWS_WITH_AS(scorer::load_shapes("no-such-dir/shapes.toml"),
-                       "no-such-dir/shapes.toml: cannot read: No such file or directory",
-                       InputError);
-  CHECK_THROWS_WITH_AS(scorer::load_shapes("tests"), "tests: cannot read: Is a directory",
-                       InputError);
+                       "no-such-dir/shapes.toml: cannot read: No such file or directory", InputError);
+  CHECK_THROWS_WITH_AS(scorer::load_shapes("tests"), "tests: cannot read: Is a directory", InputError);
 }
 
 TEST_CASE("sha256 of strings and files") {
-  CHECK(scorer::sha256_string("") ==
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  CHECK(scorer::sha256_string("abc") ==
-        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(scorer::sha256_string("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(scorer::sha256_string("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   std::string bytes(3 << 20, '\0');  // larger than a pipe's buffer, with NUL bytes
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 2654435761u >> 13);
   const std::string path =
-      (std::filesystem::temp_directory_path() / ("cpu_shapes_sha256." + std::to_string(getpid())))
-          .string();
+      (std::filesystem::temp_directory_path() / ("cpu_shapes_sha256." + std::to_string(getpid()))).string();
   {
     std::ofstream out(path, std::ios::binary);
     out << bytes;
@@ -430,7 +412,8 @@ TEST_CASE("trace paths: inside the shapes file's directory, a regular file, two 
   };
   const std::string at = (dir.path / "sub/shapes.toml").string() + ":13: field 'trace': ";
   const std::string sub = (dir.path / "sub").string();
-  CHECK(error_with("/etc/passwd") == at + "must be a path relative to the shapes file's directory (got \"/etc/passwd\")");
+  CHECK(error_with("/etc/passwd") ==
+        at + "must be a path relative to the shapes file's directory (got \"/etc/passwd\")");
   CHECK(error_with("") == at + "must be a path relative to the shapes file's directory (got \"\")");
   CHECK(error_with("../t.txt") == at + "\"../t.txt\" leaves the shapes file's directory (" + sub + ")");
   CHECK(error_with("a/../../t.txt") == at + "\"a/../../t.txt\" leaves the shapes file's directory (" + sub + ")");
@@ -503,8 +486,7 @@ TEST_CASE("[scoring]: the default rule, and each field") {
   CHECK(r.regime_weights == std::map<std::string, double>{{"r", 1.0}, {"moe", 0.25}});
   CHECK(r.failed_speedup == 0.5);
   // [scoring] may come first, and its weights be a table of their own.
-  const scorer::ShapesFile f = parse_shapes(
-      "[scoring]\naggregate = \"shapes\"\nfailed = \"none\"\n\n" + two, "t.toml");
+  const scorer::ShapesFile f = parse_shapes("[scoring]\naggregate = \"shapes\"\nfailed = \"none\"\n\n" + two, "t.toml");
   CHECK(f.shapes.size() == 2);
   CHECK(f.scoring.aggregate == scorer::ScoringRule::Aggregate::shapes);
   CHECK(f.scoring.failed_speedup == 0);
@@ -539,6 +521,7 @@ TEST_CASE("[scoring]: each mistake named by line and field") {
   CHECK(error_of(two + "[scoring]\nfailed = 2\n") == "t.toml:22: " + failed_msg);
   CHECK(error_of(two + "[scoring]\nfailed = 0\n") == "t.toml:22: " + failed_msg);
   CHECK(error_of(two + "[scoring]\nfailed = \"zero\"\n") == "t.toml:22: " + failed_msg);
-  CHECK(error_of(two + "[[scoring]]\nfailed = 0.5\n") == "t.toml:21: field 'scoring': must be a table, written [scoring]");
+  CHECK(error_of(two + "[[scoring]]\nfailed = 0.5\n") ==
+        "t.toml:21: field 'scoring': must be a table, written [scoring]");
   CHECK(error_of("scoring = 1\n" + two) == "t.toml:1: field 'scoring': must be a table, written [scoring]");
 }

@@ -110,7 +110,8 @@ TEST_CASE("intervals from replicates: t on R - 1 degrees of freedom, floored by 
   // Three replicates at log values -0.01, 0, 0.02 with no within noise.
   scorer::FigureSeries s{{-0.01, 0.0, 0.02}, {0, 0, 0}};
   scorer::LogEstimate e = scorer::replicate_estimate(s);
-  const double mean = 0.01 / 3, sd = std::sqrt((std::pow(-0.01 - mean, 2) + mean * mean + std::pow(0.02 - mean, 2)) / 2);
+  const double mean = 0.01 / 3,
+               sd = std::sqrt((std::pow(-0.01 - mean, 2) + mean * mean + std::pow(0.02 - mean, 2)) / 2);
   CHECK(e.replicates == 3);
   CHECK(e.df == 2);
   CHECK(e.mean == doctest::Approx(mean));

@@ -68,8 +68,8 @@ TEST_CASE("print_table: rows, what the intervals cover, regimes and the aggregat
 
   const std::string& head = lines[0];
   CHECK(head.rfind("shape", 0) == 0);
-  for (const char* col : {"regime", "correct", "baseline µs", "submission µs", "% of floor",
-                          "speedup [95% interval]", "note"})
+  for (const char* col :
+       {"regime", "correct", "baseline µs", "submission µs", "% of floor", "speedup [95% interval]", "note"})
     CHECK_MESSAGE(head.find(col) != std::string::npos, col);
   // Each row's regime starts in the regime column.
   const size_t regime_col = head.find("regime");

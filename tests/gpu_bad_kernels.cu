@@ -53,8 +53,7 @@ std::vector<scorer::Shape> shapes_of(std::initializer_list<scorer::Op> ops) {
 
 scorer::ShapeResult run_scenario(const std::string& name, const std::string& shape = bad_shape().name,
                                  double timeout_s = 120) {
-  const scorer::ChildOutcome c =
-      scorer::run_program({"/proc/self/exe", "--bad-kernel-child", name, shape}, timeout_s);
+  const scorer::ChildOutcome c = scorer::run_program({"/proc/self/exe", "--bad-kernel-child", name, shape}, timeout_s);
   return scorer::shape_result_from_child(shape_named(shape), {}, c);
 }
 
@@ -95,8 +94,8 @@ int bad_kernel_child_main(const std::string& scenario, const std::string& shape_
   bad_kernels::Misbehaviour naive;
   // "X_alone": the timing judges alone, with the outputs unchecked and no kernel trace
   const std::string suffix = "_alone";
-  const bool judge_alone = scenario.size() > suffix.size() &&
-                           scenario.compare(scenario.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const bool judge_alone =
+      scenario.size() > suffix.size() && scenario.compare(scenario.size() - suffix.size(), suffix.size(), suffix) == 0;
   const std::string base = judge_alone ? scenario.substr(0, scenario.size() - suffix.size()) : scenario;
   if (bad_kernels::parse_misbehaviour(base, &naive) && shape_name == bad_shape().name) {
     opt.time = false;
@@ -143,9 +142,7 @@ TEST_CASE("a hang is killed at the timeout and fails the shape") {
   require_fails(run_scenario("hang", bad_shape().name, 20), "timeout", "killed");
 }
 
-TEST_CASE("work on a stream of its own is caught") {
-  require_fails(run_scenario("own_stream"), "incorrect", "");
-}
+TEST_CASE("work on a stream of its own is caught") { require_fails(run_scenario("own_stream"), "incorrect", ""); }
 
 TEST_CASE("a cached result replayed on new inputs is caught") {
   require_fails(run_scenario("cached_result"), "incorrect", "");

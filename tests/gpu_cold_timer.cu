@@ -29,8 +29,8 @@ TEST_CASE("the cold timer refuses a call that waits on its held stream from the 
     CHECK(empty < 1000);
     // The host waits for the blocking kernel, which waits for the host: the
     // hold runs out and the time (near zero) must not be used.
-    CHECK_THROWS_WITH_AS(timer.time_us([&] { cudaStreamSynchronize(s); }),
-                         doctest::Contains("stream hold"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(timer.time_us([&] { cudaStreamSynchronize(s); }), doctest::Contains("stream hold"),
+                         std::runtime_error);
     // The timer is usable again afterwards.
     CHECK(timer.time_us([] {}) < 1000);
   }
@@ -116,8 +116,8 @@ TEST_CASE("the device state sees a persisting-L2 carve-out and names it") {
   const std::string change = scorer::device_state_change(before, scorer::read_device_state(s), "after prepare");
   GT_CUDA(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, was));
   INFO("change: " << change);
-  CHECK(change.rfind("persisting-L2 limit: " + std::to_string(was) + " bytes before prepare, " +
-                         std::to_string(got) + " bytes after prepare",
+  CHECK(change.rfind("persisting-L2 limit: " + std::to_string(was) + " bytes before prepare, " + std::to_string(got) +
+                         " bytes after prepare",
                      0) == 0);
   CHECK(scorer::device_state_change(before, scorer::read_device_state(s), "after").empty());
   GT_CUDA(cudaStreamDestroy(s));
@@ -174,8 +174,7 @@ TEST_CASE("benchmark: the read flush against the former write flush" * doctest::
     }
     using scorer::median;
     MESSAGE("floor of " << s.name << " (" << op->bytes() / 1e6 << " MB): read flush " << median(fr)
-                        << " us, write flush " << median(fw) << " us (" << 100 * (median(fw) / median(fr) - 1)
-                        << "%)");
+                        << " us, write flush " << median(fw) << " us (" << 100 * (median(fw) / median(fr) - 1) << "%)");
     MESSAGE(s.name << " submission: read flush " << median(cr) << " us, write flush " << median(cw) << " us ("
                    << 100 * (median(cw) / median(cr) - 1) << "%)");
     MESSAGE(s.name << " baseline: read flush " << median(br) << " us, write flush " << median(bw) << " us ("
@@ -190,7 +189,9 @@ TEST_CASE("benchmark: the read flush against the former write flush" * doctest::
 // replicate of a shape scored with and without the trace. Run with --no-skip.
 TEST_CASE("benchmark: what the guards cost per trial" * doctest::skip()) {
   using Clock = std::chrono::steady_clock;
-  auto us_since = [](Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); };
+  auto us_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  };
   cudaStream_t st = nullptr;
   GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   {
@@ -218,11 +219,11 @@ TEST_CASE("benchmark: what the guards cost per trial" * doctest::skip()) {
     const double host_us = us_since(t0) / 500;
     t0 = Clock::now();
     const size_t records = trace ? trace->take().size() : 0;
-    MESSAGE((traced ? "with" : "without") << " the kernel trace: an empty launch " << device_us
-                                          << " us (events), a timed empty call " << host_us << " us of host time"
-                                          << (traced ? ", reading " + std::to_string(records) + " records " +
-                                                           std::to_string(us_since(t0)) + " us"
-                                                     : std::string()));
+    MESSAGE((traced ? "with" : "without")
+            << " the kernel trace: an empty launch " << device_us << " us (events), a timed empty call " << host_us
+            << " us of host time"
+            << (traced ? ", reading " + std::to_string(records) + " records " + std::to_string(us_since(t0)) + " us"
+                       : std::string()));
   }
   GT_CUDA(cudaStreamDestroy(st));
 

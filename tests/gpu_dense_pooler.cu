@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "dev/variants.h"
 #include "reference/cpu_reference.h"
 #include "scorer/check.h"
-#include "dev/variants.h"
 #include "submission/small_m_plan.h"
 #include "submission/submission.h"
 #include "tests/gpu_test_util.h"
@@ -50,8 +50,7 @@ std::vector<int> check_columns(int N) {
   return cols;
 }
 
-std::vector<uint16_t> pick_columns(const std::vector<uint16_t>& out, int M, int N,
-                                   const std::vector<int>& cols) {
+std::vector<uint16_t> pick_columns(const std::vector<uint16_t>& out, int M, int N, const std::vector<int>& cols) {
   std::vector<uint16_t> v;
   v.reserve(size_t(M) * cols.size());
   for (int m = 0; m < M; ++m)
@@ -60,8 +59,8 @@ std::vector<uint16_t> pick_columns(const std::vector<uint16_t>& out, int M, int 
 }
 
 size_t count_nonfinite(const std::vector<uint16_t>& out) {
-  return size_t(std::count_if(out.begin(), out.end(),
-                              [](uint16_t b) { return !std::isfinite(ref::bf16_to_float(b)); }));
+  return size_t(
+      std::count_if(out.begin(), out.end(), [](uint16_t b) { return !std::isfinite(ref::bf16_to_float(b)); }));
 }
 
 void expect_matches(const std::vector<uint16_t>& out, int M, int N, const std::vector<int>& cols,
@@ -69,16 +68,16 @@ void expect_matches(const std::vector<uint16_t>& out, int M, int N, const std::v
   CHECK_MESSAGE(count_nonfinite(out) == 0, what << ": output left unwritten or not finite");
   const std::vector<uint16_t> got = pick_columns(out, M, N, cols);
   const scorer::CheckResult r = scorer::check_bf16(got.data(), ref.data(), ref.size());
-  CHECK_MESSAGE(r.ok, what << ": " << r.reason << " (rel L2 " << r.rel_l2 << ", worst element "
-                           << r.worst_elem << " of allowed)");
+  CHECK_MESSAGE(r.ok, what << ": " << r.reason << " (rel L2 " << r.rel_l2 << ", worst element " << r.worst_elem
+                           << " of allowed)");
 }
 
 // Runs `run` on the stream (eagerly twice, then once captured and replayed
 // twice on the second input set) and checks every result. set_inputs(i)
 // uploads input set i (0 or 1); ref[i] is its reference on `cols`.
 template <class Run, class SetInputs>
-void exercise(const std::string& what, int M, int N, DeviceBuffer<uint16_t>& out, Run run,
-              SetInputs set_inputs, const std::vector<int>& cols, const std::vector<double> (&ref)[2]) {
+void exercise(const std::string& what, int M, int N, DeviceBuffer<uint16_t>& out, Run run, SetInputs set_inputs,
+              const std::vector<int>& cols, const std::vector<double> (&ref)[2]) {
   TestStream stream;
   set_inputs(0);
   out.poison();
@@ -125,21 +124,19 @@ void dense_case(int M, int N, int K) {
   const std::vector<uint16_t> X[2] = {random_bf16(size_t(M) * K, rng), random_bf16(size_t(M) * K, rng)};
   const std::vector<int> cols = check_columns(N);
   std::vector<uint16_t> w_cols(cols.size() * size_t(K));
-  for (size_t i = 0; i < cols.size(); ++i)
-    std::copy_n(W.begin() + size_t(cols[i]) * K, K, w_cols.begin() + i * K);
+  for (size_t i = 0; i < cols.size(); ++i) std::copy_n(W.begin() + size_t(cols[i]) * K, K, w_cols.begin() + i * K);
   const std::vector<double> ref[2] = {ref::dense_cpu(M, int(cols.size()), K, X[0].data(), w_cols.data()),
                                       ref::dense_cpu(M, int(cols.size()), K, X[1].data(), w_cols.data())};
 
   DeviceBuffer<uint16_t> dW(W), dX(X[0]), dOut(size_t(M) * N);
   for (const std::string& variant : gpu_test::variants_under_test("dense")) {
-    const std::string what = "dense M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                             " K=" + std::to_string(K) + " variant " + variant;
+    const std::string what =
+        "dense M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " variant " + variant;
     INFO(what);
     std::unique_ptr<submission::Dense> op = submission::dev::make_dense({M, N, K}, {dev_bf16(dW)}, variant);
     const submission::DenseIO io{dev_bf16(dX), dev_bf16(dOut)};
     exercise(
-        what, M, N, dOut, [&](cudaStream_t s) { op->run(io, s); }, [&](int i) { dX.upload(X[i]); }, cols,
-        ref);
+        what, M, N, dOut, [&](cudaStream_t s) { op->run(io, s); }, [&](int i) { dX.upload(X[i]); }, cols, ref);
   }
 }
 
@@ -149,10 +146,8 @@ std::vector<double> pooler_ref_columns(int B, int H, const std::vector<uint16_t>
                                        const std::vector<int32_t>& cu, const std::vector<uint16_t>& W,
                                        const std::vector<uint16_t>& bias, const std::vector<int>& cols) {
   std::vector<uint16_t> last(size_t(B) * H), w_cols(cols.size() * size_t(H));
-  for (int b = 0; b < B; ++b)
-    std::copy_n(hidden.begin() + size_t(cu[b + 1] - 1) * H, H, last.begin() + size_t(b) * H);
-  for (size_t i = 0; i < cols.size(); ++i)
-    std::copy_n(W.begin() + size_t(cols[i]) * H, H, w_cols.begin() + i * H);
+  for (int b = 0; b < B; ++b) std::copy_n(hidden.begin() + size_t(cu[b + 1] - 1) * H, H, last.begin() + size_t(b) * H);
+  for (size_t i = 0; i < cols.size(); ++i) std::copy_n(W.begin() + size_t(cols[i]) * H, H, w_cols.begin() + i * H);
   std::vector<double> out = ref::dense_cpu(B, int(cols.size()), H, last.data(), w_cols.data());
   for (int b = 0; b < B; ++b)
     for (size_t i = 0; i < cols.size(); ++i) {
@@ -223,10 +218,9 @@ TEST_CASE("dense: odd shapes, every variant") {
   // direct_packed_mma. direct_tiles_mma with a last block of fewer tiles and
   // a row tail: two tiles per block (5x4001x1024), three (32x6001x520,
   // 20x6001x520 with three token groups).
-  const int shapes[][3] = {{1, 77, 200},  {3, 77, 200},   {17, 1000, 1032}, {32, 1000, 1032},
-                           {5, 3, 8},     {32, 129, 8},   {40, 300, 520},   {24, 2048, 4096},
-                           {7, 4096, 1024}, {9, 50, 16384}, {32, 20, 65536}, {5, 4001, 1024},
-                           {32, 6001, 520}, {20, 6001, 520}};
+  const int shapes[][3] = {{1, 77, 200},    {3, 77, 200},    {17, 1000, 1032}, {32, 1000, 1032}, {5, 3, 8},
+                           {32, 129, 8},    {40, 300, 520},  {24, 2048, 4096}, {7, 4096, 1024},  {9, 50, 16384},
+                           {32, 20, 65536}, {5, 4001, 1024}, {32, 6001, 520},  {20, 6001, 520}};
   for (const auto& s : shapes) dense_case(s[0], s[1], s[2]);
 }
 
@@ -242,9 +236,9 @@ TEST_CASE("dense: N = 1, and every direct-kernel instantiation with K's chunks r
   // fits, as on all of these) walks K in two orders, not four
   // (direct::tile_strides): a mask no other shape here reaches. N = 6001 leaves
   // its last block one tile of three; both N end inside a tile.
-  const int shapes[][3] = {{1, 1, 8},       {3, 1, 4104},      {1, 6001, 512},   {1, 6001, 1536},
-                           {9, 6001, 512},  {9, 6001, 1536},   {9, 3000, 512},   {17, 3000, 512},
-                           {17, 3000, 1536}, {17, 6001, 512},  {25, 3000, 512},  {25, 6001, 512}};
+  const int shapes[][3] = {{1, 1, 8},        {3, 1, 4104},    {1, 6001, 512},  {1, 6001, 1536},
+                           {9, 6001, 512},   {9, 6001, 1536}, {9, 3000, 512},  {17, 3000, 512},
+                           {17, 3000, 1536}, {17, 6001, 512}, {25, 3000, 512}, {25, 6001, 512}};
   for (const auto& s : shapes) {
     CAPTURE(s[0]);
     CAPTURE(s[1]);

@@ -59,7 +59,7 @@ TEST_CASE("the kernel trace finds a tagged call's kernels and another thread's w
                             << (int64_t(r.start_ns) - int64_t(call.first_start_ns)) << " ns, "
                             << (r.end_ns - r.start_ns) << " ns, " << r.name.substr(0, 40));
   CHECK(call.records == 2);
-  CHECK(call.kernel_us > 95);   // two kernels of 50 us each
+  CHECK(call.kernel_us > 95);  // two kernels of 50 us each
   CHECK(call.kernel_us < 400);
   CHECK(call.span_us >= call.kernel_us);
   CHECK(scorer::off_stream_records(records, 42, trace->stream_id(mine)).empty());

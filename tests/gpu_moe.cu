@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "dev/variants.h"
 #include "reference/cpu_reference.h"
 #include "reference/int4.h"
 #include "scorer/check.h"
-#include "dev/variants.h"
 #include "submission/moe_align.cuh"
 #include "submission/moe_plan.h"
 #include "submission/submission.h"
@@ -48,8 +48,7 @@ struct MoeWeightsHost {
 // bf16, so each dequantized row has about unit norm and outputs are O(1).
 // Small shapes go through ref::pack_int4; at public sizes random bytes are the
 // same distribution (each nibble uniform) without a code per weight in memory.
-void random_int4(int rows, int K, std::mt19937_64& rng, std::vector<uint8_t>* packed,
-                 std::vector<uint16_t>* scales) {
+void random_int4(int rows, int K, std::mt19937_64& rng, std::vector<uint8_t>* packed, std::vector<uint16_t>* scales) {
   if (size_t(rows) * K <= (size_t(1) << 24)) {
     std::uniform_int_distribution<int> code(0, 15);
     std::vector<uint8_t> codes(size_t(rows) * K);
@@ -87,8 +86,7 @@ MoeInputs random_inputs(const MoeDims& d, std::mt19937_64& rng, const ExpertFilt
     for (int j = 0; j < d.k; ++j) {
       std::vector<int> cand;
       for (int e = 0; e < d.E_global; ++e)
-        if (allowed(m, j, e) && std::find(in.ids.end() - j, in.ids.end(), e) == in.ids.end())
-          cand.push_back(e);
+        if (allowed(m, j, e) && std::find(in.ids.end() - j, in.ids.end(), e) == in.ids.end()) cand.push_back(e);
       REQUIRE(!cand.empty());
       in.ids.push_back(cand[std::uniform_int_distribution<size_t>(0, cand.size() - 1)(rng)]);
       l[j] = std::exp(logit(rng));
@@ -114,8 +112,15 @@ struct DeviceMoe {
   DeviceBuffer<float> weights;
 
   DeviceMoe(const MoeDims& dims, const MoeWeightsHost& w, const MoeInputs& in)
-      : d(dims), W13(w.W13), W2(w.W2), S13(w.S13), S2(w.S2), X(in.X), out(size_t(d.M) * d.H),
-        ids(in.ids), weights(in.weights) {}
+      : d(dims),
+        W13(w.W13),
+        W2(w.W2),
+        S13(w.S13),
+        S2(w.S2),
+        X(in.X),
+        out(size_t(d.M) * d.H),
+        ids(in.ids),
+        weights(in.weights) {}
   submission::MoeWeights device_weights() const {
     return {W13.ptr, reinterpret_cast<const submission::bf16*>(S13.ptr), W2.ptr,
             reinterpret_cast<const submission::bf16*>(S2.ptr)};
@@ -240,29 +245,31 @@ TEST_CASE("moe small shapes cover every block size") {
 TEST_CASE("moe EP rank 2 of 4, odd sizes, some tokens with no local route" * doctest::test_suite("sanitize")) {
   const MoeDims d{7, 256, 384, 16, 4, 3, 2};
   // Token 0 routes only to other ranks; the rest anywhere.
-  check_all_variants(d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
+  check_all_variants(
+      d, [&](int m, int, int e) { return m != 0 || !is_local(d, e); }, 11);
 }
 
 TEST_CASE("moe all tokens on one expert") {
   const MoeDims d{40, 256, 384, 8, 8, 2, 0};
   // Each token's first pick is expert 5: 40 routes in blocks of 32.
-  check_all_variants(d, [](int, int j, int e) { return j != 0 || e == 5; }, 12);
+  check_all_variants(
+      d, [](int, int j, int e) { return j != 0 || e == 5; }, 12);
 }
 
 TEST_CASE("moe 32 routes, 16 of them on one expert: the GEMM CTAs' own alignment at its limit") {
   const MoeDims d{16, 256, 384, 8, 8, 2, 0};
   REQUIRE(d.M * d.k == submission::moe::kAlignWarpRoutes);
-  check_all_variants(d, [](int, int j, int e) { return j != 0 || e == 5; }, 25);
+  check_all_variants(
+      d, [](int, int j, int e) { return j != 0 || e == 5; }, 25);
 }
 
 TEST_CASE("moe no local route anywhere: zeros") {
   const MoeDims d{9, 256, 256, 16, 4, 3, 1};
-  check_all_variants(d, [&](int, int, int e) { return !is_local(d, e); }, 13);
+  check_all_variants(
+      d, [&](int, int, int e) { return !is_local(d, e); }, 13);
 }
 
-TEST_CASE("moe k = 1 under EP") {
-  check_all_variants(MoeDims{13, 384, 256, 8, 4, 1, 1}, kAnyExpert, 14);
-}
+TEST_CASE("moe k = 1 under EP") { check_all_variants(MoeDims{13, 384, 256, 8, 4, 1, 1}, kAnyExpert, 14); }
 
 // H = 4096 gives GEMM 1 units of 32 stages, so the default takes the
 // stream-K schedule (kStreamKMinGroups) and cuts units between CTAs: their
@@ -275,13 +282,9 @@ TEST_CASE("moe H = 4096 under EP, odd M, blocks of 16: stream-K with partial blo
   check_all_variants(MoeDims{23, 4096, 384, 16, 8, 4, 1}, kAnyExpert, 19);
 }
 
-TEST_CASE("moe M = 1") {
-  check_all_variants(MoeDims{1, 256, 256, 16, 16, 4, 0}, kAnyExpert, 15);
-}
+TEST_CASE("moe M = 1") { check_all_variants(MoeDims{1, 256, 256, 16, 16, 4, 0}, kAnyExpert, 15); }
 
-TEST_CASE("moe blocks of 16 routes") {
-  check_all_variants(MoeDims{20, 256, 384, 8, 8, 2, 0}, kAnyExpert, 16);
-}
+TEST_CASE("moe blocks of 16 routes") { check_all_variants(MoeDims{20, 256, 384, 8, 8, 2, 0}, kAnyExpert, 16); }
 
 TEST_CASE("moe M = 33, E_global = E_local = 8, k = 2") {
   check_all_variants(MoeDims{33, 256, 256, 8, 8, 2, 0}, kAnyExpert, 17);
@@ -304,9 +307,9 @@ TEST_CASE("moe the one-warp alignment lays out routes exactly as the CTA alignme
   struct Case {
     int M, k, E_global, E_local, ep_rank, block_tokens;
   };
-  const Case cases[] = {{1, 8, 128, 128, 0, 8},  {1, 2, 8, 8, 0, 8},     {3, 8, 256, 32, 1, 8},
-                        {4, 8, 64, 16, 2, 16},  {32, 1, 8, 8, 0, 8},    {1, 32, 64, 64, 0, 8},
-                        {5, 5, 40, 7, 3, 32},   {2, 16, 4, 4, 0, 64},   {7, 3, 24, 24, 0, 8}};
+  const Case cases[] = {{1, 8, 128, 128, 0, 8}, {1, 2, 8, 8, 0, 8},   {3, 8, 256, 32, 1, 8},
+                        {4, 8, 64, 16, 2, 16},  {32, 1, 8, 8, 0, 8},  {1, 32, 64, 64, 0, 8},
+                        {5, 5, 40, 7, 3, 32},   {2, 16, 4, 4, 0, 64}, {7, 3, 24, 24, 0, 8}};
   std::mt19937_64 rng(29);
   for (const Case& c : cases) {
     CAPTURE(c.M);
@@ -331,8 +334,8 @@ TEST_CASE("moe the one-warp alignment lays out routes exactly as the CTA alignme
       const int smem = int(submission::moe::align_smem_bytes(c.E_local, routes));
       submission::moe::moe_align_kernel<<<1, submission::moe::kAlignThreads, smem>>>(
           d_ids.ptr, c.M, c.k, c.E_local, c.ep_rank, c.block_tokens, max_blocks, layout(ws_cta.ptr));
-      submission::moe::moe_align_warp_kernel<<<1, 32>>>(d_ids.ptr, c.M, c.k, c.E_local, c.ep_rank,
-                                                         c.block_tokens, max_blocks, layout(ws_warp.ptr));
+      submission::moe::moe_align_warp_kernel<<<1, 32>>>(d_ids.ptr, c.M, c.k, c.E_local, c.ep_rank, c.block_tokens,
+                                                        max_blocks, layout(ws_warp.ptr));
       gpu_test::sync_and_check("alignment kernels");
       const std::vector<int> a = ws_cta.download(), b = ws_warp.download();
       const int blocks = a[0];
@@ -373,7 +376,8 @@ TEST_CASE("moe GEMM 2 split over I, under EP and with a token routed off-rank") 
     CAPTURE(d.I);
     const submission::moe::MoePlan p = submission::moe::plan_moe(d, "default", 132);
     CHECK(p.splits_down == (d.I == 1280 ? 2 : 4));
-    check_all_variants(d, [&](int m, int, int e) { return m != 1 || !is_local(d, e); }, 19 + d.M);
+    check_all_variants(
+        d, [&](int m, int, int e) { return m != 1 || !is_local(d, e); }, 19 + d.M);
   }
 }
 
@@ -403,10 +407,10 @@ TEST_CASE("moe GEMM 2 split over I with blocks of 16, 32 and 64 routes") {
     int block_tokens, splits;
     bool deferred;
   };
-  for (const Case& c : {Case{{13, 256, 1280, 8, 4, 2, 1}, 16, 2, true}, Case{{9, 128, 1536, 8, 4, 3, 1}, 16, 3, false},
-                        Case{{21, 256, 1024, 8, 4, 3, 1}, 32, 2, true},
-                        Case{{31, 128, 1024, 32, 16, 8, 1}, 32, 2, false},
-                        Case{{39, 128, 1536, 4, 2, 2, 1}, 64, 3, true}}) {
+  for (const Case& c :
+       {Case{{13, 256, 1280, 8, 4, 2, 1}, 16, 2, true}, Case{{9, 128, 1536, 8, 4, 3, 1}, 16, 3, false},
+        Case{{21, 256, 1024, 8, 4, 3, 1}, 32, 2, true}, Case{{31, 128, 1024, 32, 16, 8, 1}, 32, 2, false},
+        Case{{39, 128, 1536, 4, 2, 2, 1}, 64, 3, true}}) {
     CAPTURE(c.d.M);
     const submission::moe::MoePlan p = h200_plan(c.d);
     CHECK(p.block_tokens == c.block_tokens);
@@ -473,9 +477,12 @@ TEST_CASE("moe E_local = 2048, the most the op takes: the alignment over 2048 lo
   const MoeDims one{1, 128, 128, 2048, 2048, 8, 0}, many{45, 128, 128, 4096, 2048, 4, 1};
   CHECK(h200_plan(one).cta_align);
   CHECK_FALSE(h200_plan(many).cta_align);
-  check_all_variants(one, [](int, int j, int e) { return j == 0 ? e == 2047 : j == 1 ? e == 0 : true; }, 45);
-  check_all_variants(many,
-                     [&](int m, int j, int e) { return m == 0 ? !is_local(many, e) : j != 0 || e == 4095; }, 46);
+  check_all_variants(
+      one, [](int, int j, int e) { return j == 0   ? e == 2047
+                                          : j == 1 ? e == 0
+                                                   : true; }, 45);
+  check_all_variants(
+      many, [&](int m, int j, int e) { return m == 0 ? !is_local(many, e) : j != 0 || e == 4095; }, 46);
 }
 
 TEST_CASE("moe the alignment's edges: 33 routes, the largest in-CTA routing, k = 32, in-CTA blocks of 32") {
@@ -543,7 +550,8 @@ TEST_CASE("moe M = 4097, k = 1, 2 of 2048 experts local: nearly every token's ou
   // (from 7) routes locally, so a few do.
   const MoeDims d{4097, 128, 256, 2048, 2, 1, 5};
   REQUIRE(d.M * d.k == submission::moe::kAlignCachedRoutes + 1);
-  check_all_variants(d, [&](int m, int, int e) { return m % 1000 != 7 || is_local(d, e); }, 70);
+  check_all_variants(
+      d, [&](int m, int, int e) { return m % 1000 != 7 || is_local(d, e); }, 70);
 }
 
 namespace {
@@ -562,10 +570,10 @@ void check_public_shape(const MoeDims& d, std::vector<int> tokens, uint64_t seed
       const int g = in.ids[size_t(m) * d.k + j], e = g - d.ep_rank * d.E_local;
       if (e < 0 || e >= d.E_local) continue;
       const size_t w13 = size_t(e) * 2 * d.I * d.H, w2 = size_t(e) * d.H * d.I;
-      const std::vector<double> part = ref::moe_cpu(
-          1, d.H, d.I, d.E_global, 1, d.k, g, &in.X[size_t(m) * d.H], &in.ids[size_t(m) * d.k],
-          &in.weights[size_t(m) * d.k], &w.W13[w13 / 2], &w.S13[w13 / ref::kGroupSize], &w.W2[w2 / 2],
-          &w.S2[w2 / ref::kGroupSize]);
+      const std::vector<double> part =
+          ref::moe_cpu(1, d.H, d.I, d.E_global, 1, d.k, g, &in.X[size_t(m) * d.H], &in.ids[size_t(m) * d.k],
+                       &in.weights[size_t(m) * d.k], &w.W13[w13 / 2], &w.S13[w13 / ref::kGroupSize], &w.W2[w2 / 2],
+                       &w.S2[w2 / ref::kGroupSize]);
       for (int n = 0; n < d.H; ++n) row[n] += part[n];
     }
     want.insert(want.end(), row.begin(), row.end());
@@ -578,9 +586,8 @@ void check_public_shape(const MoeDims& d, std::vector<int> tokens, uint64_t seed
     for (int m : tokens) got.insert(got.end(), out.begin() + size_t(m) * d.H, out.begin() + size_t(m + 1) * d.H);
     require_correct(got, want, "checked tokens");
     CHECK_MESSAGE(dev.run(*op) == out, "second run differs from the first");
-    const size_t unwritten = std::count_if(out.begin(), out.end(), [](uint16_t v) {
-      return !std::isfinite(ref::bf16_to_float(v));
-    });
+    const size_t unwritten =
+        std::count_if(out.begin(), out.end(), [](uint16_t v) { return !std::isfinite(ref::bf16_to_float(v)); });
     CHECK_MESSAGE(unwritten == 0, unwritten << " outputs not finite (unwritten?)");
   });
 }
@@ -595,6 +602,4 @@ TEST_CASE("moe public size: dsv3 EP8 rank 5 M=32") {
   check_public_shape(MoeDims{32, 7168, 2048, 256, 32, 8, 5}, {0, 1, 2, 31}, 22);
 }
 
-TEST_CASE("moe public size: mixtral M=16") {
-  check_public_shape(MoeDims{16, 4096, 14336, 8, 8, 2, 0}, {0, 15}, 23);
-}
+TEST_CASE("moe public size: mixtral M=16") { check_public_shape(MoeDims{16, 4096, 14336, 8, 8, 2, 0}, {0, 15}, 23); }

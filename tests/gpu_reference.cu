@@ -196,8 +196,7 @@ TEST_CASE("router reference and baseline match the CPU reference") {
       const std::vector<float> got_logits = logits.download(), got_weights = weights.download();
       const std::vector<int32_t> got_ids = ids.download();
       const scorer::CheckResult r = scorer::check_router(d.T, d.E, d.k, got_logits.data(), got_ids.data(),
-                                                         got_weights.data(), want.logits.data(),
-                                                         want.weights.data());
+                                                         got_weights.data(), want.logits.data(), want.weights.data());
       CHECK_MESSAGE(r.ok, r.reason);
     }
   }
@@ -277,8 +276,8 @@ double moe_rounding_slack(const submission::MoeDims& d, const MoeHostWeights& w,
       if (w13[e].empty()) {
         w13[e] = ref::dequant_int4(&w.W13[size_t(e) * 2 * I * H / 2], &w.S13[size_t(e) * 2 * I * H / ref::kGroupSize],
                                    2 * I, H);
-        const std::vector<double> w2 = ref::dequant_int4(&w.W2[size_t(e) * H * I / 2],
-                                                         &w.S2[size_t(e) * H * I / ref::kGroupSize], H, I);
+        const std::vector<double> w2 =
+            ref::dequant_int4(&w.W2[size_t(e) * H * I / 2], &w.S2[size_t(e) * H * I / ref::kGroupSize], H, I);
         w2_col_norm[e].assign(I, 0.0);
         for (int n = 0; n < H; ++n)
           for (int i = 0; i < I; ++i) w2_col_norm[e][i] += w2[size_t(n) * I + i] * w2[size_t(n) * I + i];
@@ -292,8 +291,8 @@ double moe_rounding_slack(const submission::MoeDims& d, const MoeHostWeights& w,
           up += x * w13[e][size_t(I + i) * H + c];
         }
         const double h = gate / (1.0 + std::exp(-gate)) * up;
-        const double ulp = std::fabs(ref::round_to_bf16(h * (1 + kNearMidpoint)) -
-                                     ref::round_to_bf16(h * (1 - kNearMidpoint)));
+        const double ulp =
+            std::fabs(ref::round_to_bf16(h * (1 + kNearMidpoint)) - ref::round_to_bf16(h * (1 - kNearMidpoint)));
         row += std::fabs(r.weights[size_t(m) * d.k + j]) * ulp * w2_col_norm[e][i];
       }
     }
@@ -317,8 +316,8 @@ struct MoeCaseData {
     return hw;
   }
   std::vector<double> want(const std::vector<uint16_t>& X, const Routing& r) const {
-    return ref::moe_cpu(d.M, d.H, d.I, d.E_global, d.E_local, d.k, d.ep_rank, X.data(), r.ids.data(),
-                        r.weights.data(), hw.W13.data(), hw.S13.data(), hw.W2.data(), hw.S2.data());
+    return ref::moe_cpu(d.M, d.H, d.I, d.E_global, d.E_local, d.k, d.ep_rank, X.data(), r.ids.data(), r.weights.data(),
+                        hw.W13.data(), hw.S13.data(), hw.W2.data(), hw.S2.data());
   }
 };
 
@@ -339,8 +338,8 @@ TEST_CASE("moe_w4a16 reference and every baseline match the CPU reference") {
   // Rank 2 of 4 with a token routed elsewhere only; k = 1; every expert local;
   // M = 1 (blocks of one row); M = 200 on 4 experts (several blocks of 64 per
   // expert in the batched baseline); M = 33 under EP (blocks of 64, partial).
-  const submission::MoeDims shapes[] = {{7, 256, 384, 16, 4, 3, 2}, {7, 256, 384, 16, 4, 1, 2},
-                                        {5, 128, 256, 8, 8, 2, 0},  {1, 128, 128, 16, 8, 4, 1},
+  const submission::MoeDims shapes[] = {{7, 256, 384, 16, 4, 3, 2},  {7, 256, 384, 16, 4, 1, 2},
+                                        {5, 128, 256, 8, 8, 2, 0},   {1, 128, 128, 16, 8, 4, 1},
                                         {200, 128, 128, 4, 4, 2, 0}, {33, 256, 128, 32, 8, 4, 3}};
   std::mt19937_64 rng(404);
   for (const submission::MoeDims& d : shapes) {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "dev/variants.h"
 #include "reference/bf16_host.h"
 #include "reference/cpu_reference.h"
 #include "scorer/check.h"
 #include "submission/submission.h"
-#include "dev/variants.h"
 #include "tests/gpu_test_util.h"
 
 namespace {
@@ -126,8 +126,8 @@ void check_self_consistent(const RouterDims& d, const Outputs& out) {
   }
 }
 
-void check_against_reference(const RouterDims& d, const std::vector<uint16_t>& x,
-                             const std::vector<uint16_t>& wg, const Outputs& out) {
+void check_against_reference(const RouterDims& d, const std::vector<uint16_t>& x, const std::vector<uint16_t>& wg,
+                             const Outputs& out) {
   const ref::RouterCpu r = ref::router_cpu(d.T, d.H, d.E, d.k, x.data(), wg.data());
   const scorer::CheckResult c = scorer::check_router(d.T, d.E, d.k, out.logits.data(), out.ids.data(),
                                                      out.weights.data(), r.logits.data(), r.weights.data());
@@ -172,9 +172,8 @@ const std::vector<RouterDims> kPublicShapes = {
 
 // Odd sizes: tails in every dimension, the fused kernel's limits, and past them (general path).
 const std::vector<RouterDims> kOddShapes = {
-    {5, 1000, 96, 4},   {1, 8, 1, 1},       {3, 72, 20, 5},    {13, 8, 7, 7},    {9, 136, 33, 1},
-    {16, 1024, 512, 16}, {7, 4104, 257, 16}, {2, 3000, 500, 9}, {17, 1000, 96, 4}, {40, 520, 600, 20},
-    {4, 264, 40, 17}};
+    {5, 1000, 96, 4},   {1, 8, 1, 1},      {3, 72, 20, 5},    {13, 8, 7, 7},      {9, 136, 33, 1}, {16, 1024, 512, 16},
+    {7, 4104, 257, 16}, {2, 3000, 500, 9}, {17, 1000, 96, 4}, {40, 520, 600, 20}, {4, 264, 40, 17}};
 // Paths the shapes above leave out. The fused plan gives each warp at most
 // kPlanChunks chunks of its split's share of H until kMaxWarps (16) warps;
 // past that each warp loops over batches, which no shape above reaches (at
@@ -190,9 +189,8 @@ const std::vector<RouterDims> kPathShapes = {
 
 // Inputs whose logits are exact integers in fp32: every variant must give the reference's logits
 // exactly, its ids and its weights.
-void check_exact_for_every_variant(const RouterDims& d, const std::vector<uint16_t>& x,
-                                   const std::vector<uint16_t>& wg, const ref::RouterCpu& want,
-                                   cudaStream_t stream) {
+void check_exact_for_every_variant(const RouterDims& d, const std::vector<uint16_t>& x, const std::vector<uint16_t>& wg,
+                                   const ref::RouterCpu& want, cudaStream_t stream) {
   for (const std::string& v : router_variants()) {
     INFO(v << " " << dims_str(d));
     auto r = make_or_refuse(d, wg, v);
@@ -294,8 +292,8 @@ TEST_CASE("router: exact ties go to the lower expert id") {
   CAPTURE(seed);
   std::mt19937_64 rng(seed);
   Stream stream;
-  for (const RouterDims& d : {RouterDims{4, 256, 64, 8}, RouterDims{12, 1000, 300, 12},
-                              RouterDims{16, 7168, 256, 16}, RouterDims{20, 256, 64, 10}}) {
+  for (const RouterDims& d : {RouterDims{4, 256, 64, 8}, RouterDims{12, 1000, 300, 12}, RouterDims{16, 7168, 256, 16},
+                              RouterDims{20, 256, 64, 10}}) {
     IntegerInputs in = integer_inputs(d, -2, 1, rng);
     std::vector<uint16_t>& wg = in.wg;
     const std::vector<uint16_t>& x = in.x;
@@ -327,7 +325,8 @@ TEST_CASE("router: the best logits crowded into a few lanes") {
     RouterDims d;
     int first, count;
   };
-  for (const Case& c : {Case{{5, 256, 256, 8}, 0, 40}, Case{{3, 512, 512, 16}, 16, 64}, Case{{6, 256, 128, 8}, 0, 20}}) {
+  for (const Case& c :
+       {Case{{5, 256, 256, 8}, 0, 40}, Case{{3, 512, 512, 16}, 16, 64}, Case{{6, 256, 128, 8}, 0, 20}}) {
     const RouterDims& d = c.d;
     IntegerInputs in = integer_inputs(d, -1, 1, rng);
     std::vector<uint16_t>& wg = in.wg;

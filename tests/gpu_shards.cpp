@@ -72,8 +72,7 @@ TEST_CASE("shards: --gpus 1, and two shards merged, score as a plain run does") 
   REQUIRE_MESSAGE(run("run " + common + " --shard 1/2", &out) == 0, out);
   REQUIRE_MESSAGE(run("run " + common + " --shard 2/2", &out) == 0, out);
   CHECK(out.find("shard 2 of 2: results/shard-2-of-2.json") != std::string::npos);
-  REQUIRE_MESSAGE(
-      run("merge results/shard-2-of-2.json results/shard-1-of-2.json --out merged.json", &out) == 0, out);
+  REQUIRE_MESSAGE(run("merge results/shard-2-of-2.json results/shard-1-of-2.json --out merged.json", &out) == 0, out);
 
   const scorer::RunResult plain = scorer::load_results(run.dir + "/plain.json");
   REQUIRE(plain.shapes.size() == 3);

@@ -39,9 +39,9 @@ inline bool gpu_available(std::string* why) {
   return true;
 }
 
-#define GT_CUDA(call)                                                          \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
+#define GT_CUDA(call)                                                                      \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
     REQUIRE_MESSAGE(e_ == cudaSuccess, #call ": " << std::string(cudaGetErrorString(e_))); \
   } while (0)
 

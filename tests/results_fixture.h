@@ -30,8 +30,7 @@ namespace fs = std::filesystem;
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() /
-           ("cpu_results." + std::to_string(getpid()) + "." + std::to_string(counter()++));
+    path = fs::temp_directory_path() / ("cpu_results." + std::to_string(getpid()) + "." + std::to_string(counter()++));
     fs::create_directories(path);
   }
   ~TempDir() {
@@ -137,7 +136,9 @@ inline RunResult filled_run() {
       case scorer::Op::pooler:
         r.shape.B = 3, r.shape.H = 64, r.shape.min_len = 2, r.shape.max_len = 40;
         break;
-      case scorer::Op::dense: r.shape.M = 5, r.shape.N = 7, r.shape.K = 16; break;
+      case scorer::Op::dense:
+        r.shape.M = 5, r.shape.N = 7, r.shape.K = 16;
+        break;
       default:
         r.shape.M = 9, r.shape.H = 256, r.shape.I = 384, r.shape.E_global = 16;
         r.shape.E_local = 4, r.shape.k = 3, r.shape.ep_rank = 2;
@@ -181,8 +182,7 @@ inline RunResult filled_run() {
     r.recorded_us = v.next(), r.recorded_speedup = v.next();
     run.shapes.push_back(r);
   }
-  for (const char* name : {"small", "moe"})
-    run.regimes.push_back({name, 2, 1, v.interval(), v.interval(), v.next()});
+  for (const char* name : {"small", "moe"}) run.regimes.push_back({name, 2, 1, v.interval(), v.interval(), v.next()});
   run.aggregate = v.interval();
   run.graph_aggregate = v.interval();
   run.recorded_aggregate = v.next();

@@ -51,19 +51,19 @@ class Draws {
 
 struct Shape {
   std::string name, regime;
-  double speedup;   // true: baseline time / candidate time
-  double base_sd;   // sd of the baseline's log time within a replicate
-  double cand_sd;   // the candidate's
+  double speedup;  // true: baseline time / candidate time
+  double base_sd;  // sd of the baseline's log time within a replicate
+  double cand_sd;  // the candidate's
 };
 
 struct Noise {
   double rho = 0.7;              // AR(1) coefficient of each side's within-replicate noise
   double base_offset_sd = 0.01;  // sd of a replicate's offset of the baseline's log time
   double cand_offset_sd = 0.0025;
-  bool shared = false;           // one offset per replicate for every shape, else one per shape
-  double spike_prob = 0.02;      // a trial slowed by up to spike_size, on either side alike
+  bool shared = false;       // one offset per replicate for every shape, else one per shape
+  double spike_prob = 0.02;  // a trial slowed by up to spike_size, on either side alike
   double spike_size = 0.2;
-  double trial_s = 0.002;        // seconds one paired trial takes (for the time cap)
+  double trial_s = 0.002;  // seconds one paired trial takes (for the time cap)
 };
 
 struct Replicate {

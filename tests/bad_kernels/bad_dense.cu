@@ -44,17 +44,29 @@ class BadDense final : public submission::Dense {
       naive_dense<<<blocks, threads, 0, on>>>(io.X, w_.W, out, d_.M, d_.N, d_.K, skip);
     };
     switch (m_) {
-      case Misbehaviour::none: gemm(io.out, s, 0); break;
-      case Misbehaviour::illegal_address: write_one<<<1, 1, 0, s>>>(io.out + (size_t(1) << 40)); break;
-      case Misbehaviour::trap: trap_kernel<<<1, 1, 0, s>>>(); break;
-      case Misbehaviour::hang: hang_kernel<<<1, 1, 0, s>>>(zero_); break;
-      case Misbehaviour::own_stream: gemm(io.out, own_, 0); break;
+      case Misbehaviour::none:
+        gemm(io.out, s, 0);
+        break;
+      case Misbehaviour::illegal_address:
+        write_one<<<1, 1, 0, s>>>(io.out + (size_t(1) << 40));
+        break;
+      case Misbehaviour::trap:
+        trap_kernel<<<1, 1, 0, s>>>();
+        break;
+      case Misbehaviour::hang:
+        hang_kernel<<<1, 1, 0, s>>>(zero_);
+        break;
+      case Misbehaviour::own_stream:
+        gemm(io.out, own_, 0);
+        break;
       case Misbehaviour::cached_result:
         if (!cached_) gemm(cache_, s, 0);
         cached_ = true;
         cudaMemcpyAsync(io.out, cache_, size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice, s);
         break;
-      case Misbehaviour::partial_write: gemm(io.out, s, 1); break;
+      case Misbehaviour::partial_write:
+        gemm(io.out, s, 1);
+        break;
       case Misbehaviour::write_past_end:
         gemm(io.out, s, 0);
         write_one<<<1, 1, 0, s>>>(io.out + n);
@@ -79,20 +91,23 @@ class BadDense final : public submission::Dense {
 }  // namespace
 
 bool parse_misbehaviour(const std::string& name, Misbehaviour* m) {
-  static const std::map<std::string, Misbehaviour> names = {
-      {"none", Misbehaviour::none},           {"illegal_address", Misbehaviour::illegal_address},
-      {"trap", Misbehaviour::trap},           {"hang", Misbehaviour::hang},
-      {"own_stream", Misbehaviour::own_stream}, {"cached_result", Misbehaviour::cached_result},
-      {"partial_write", Misbehaviour::partial_write}, {"write_past_end", Misbehaviour::write_past_end},
-      {"device_sync", Misbehaviour::device_sync}};
+  static const std::map<std::string, Misbehaviour> names = {{"none", Misbehaviour::none},
+                                                            {"illegal_address", Misbehaviour::illegal_address},
+                                                            {"trap", Misbehaviour::trap},
+                                                            {"hang", Misbehaviour::hang},
+                                                            {"own_stream", Misbehaviour::own_stream},
+                                                            {"cached_result", Misbehaviour::cached_result},
+                                                            {"partial_write", Misbehaviour::partial_write},
+                                                            {"write_past_end", Misbehaviour::write_past_end},
+                                                            {"device_sync", Misbehaviour::device_sync}};
   auto it = names.find(name);
   if (it == names.end()) return false;
   *m = it->second;
   return true;
 }
 
-std::unique_ptr<submission::Dense> make_bad_dense(const submission::DenseDims& dims,
-                                                  const submission::DenseWeights& w, Misbehaviour m) {
+std::unique_ptr<submission::Dense> make_bad_dense(const submission::DenseDims& dims, const submission::DenseWeights& w,
+                                                  Misbehaviour m) {
   return std::make_unique<BadDense>(dims, w, m);
 }
 

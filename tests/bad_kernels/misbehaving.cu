@@ -68,7 +68,8 @@ __global__ void copy_kernel(Copies c) {
 }
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("misbehaving kernel: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("misbehaving kernel: ") + what + ": " + cudaGetErrorString(e));
 }
 
 bool capturing(cudaStream_t s) {
@@ -149,7 +150,7 @@ class Mischief {
       case Guarded::background_load:
         real(s);
         load_kernel<<<132, 512, 0, own_>>>(static_cast<const uint4*>(load_), kLoadBytes / 16, generation_dev_,
-                                          generation_, 50000000ull, nullptr);
+                                           generation_, 50000000ull, nullptr);
         break;
       case Guarded::late_thread:
         real(s);
@@ -254,7 +255,8 @@ std::vector<Span> outputs(const submission::PoolerIO& io, const submission::Pool
   return {{io.out, size_t(d.B) * d.H * 2}};
 }
 std::vector<Span> outputs(const submission::RouterIO& io, const submission::RouterDims& d) {
-  return {{io.logits, size_t(d.T) * d.E * 4}, {io.topk_ids, size_t(d.T) * d.k * 4},
+  return {{io.logits, size_t(d.T) * d.E * 4},
+          {io.topk_ids, size_t(d.T) * d.k * 4},
           {io.topk_weights, size_t(d.T) * d.k * 4}};
 }
 
@@ -277,13 +279,12 @@ class Misbehaving final : public Op {
 }  // namespace
 
 bool parse_guarded(const std::string& name, Misdeed* m) {
-  static const std::map<std::string, Guarded> names = {
-      {"real", Guarded::none},
-      {"background_load", Guarded::background_load},
-      {"late_thread", Guarded::late_thread},
-      {"persisting_l2", Guarded::persisting_l2},
-      {"side_stream", Guarded::side_stream},
-      {"cached_result", Guarded::cached_result}};
+  static const std::map<std::string, Guarded> names = {{"real", Guarded::none},
+                                                       {"background_load", Guarded::background_load},
+                                                       {"late_thread", Guarded::late_thread},
+                                                       {"persisting_l2", Guarded::persisting_l2},
+                                                       {"side_stream", Guarded::side_stream},
+                                                       {"cached_result", Guarded::cached_result}};
   const std::string wrong = "wrong_in_timed_";
   if (name.rfind(wrong, 0) == 0) {
     const std::string n = name.substr(wrong.size());
@@ -300,7 +301,8 @@ bool parse_guarded(const std::string& name, Misdeed* m) {
 scorer::Candidate misbehaving_candidate(const Misdeed& m) {
   scorer::Candidate c;
   c.variant = "misbehaving";
-  c.dense = [m](const submission::DenseDims& d, const submission::DenseWeights& w) -> std::unique_ptr<submission::Dense> {
+  c.dense = [m](const submission::DenseDims& d,
+                const submission::DenseWeights& w) -> std::unique_ptr<submission::Dense> {
     return std::make_unique<Misbehaving<submission::Dense, submission::DenseDims, submission::DenseIO>>(
         submission::make_dense(d, w), d, m);
   };

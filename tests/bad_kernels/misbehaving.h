@@ -13,15 +13,15 @@
 namespace bad_kernels {
 
 enum class Guarded {
-  none,            // the real kernel unchanged: the control
-  background_load, // leaves a bandwidth-heavy kernel running on a stream of its own after each call,
-                   // stopped when its next call begins (so it runs while the baseline is timed)
-  late_thread,     // a thread of its own launches kernels after each call returned, until the next call
-  persisting_l2,   // reserves the largest persisting-L2 carve-out in prepare
-  wrong_in_timed,  // the output goes wrong in one timed call only (it sees the scorer's stream held)
-  side_stream,     // does the work on a stream of its own while the scorer's stream is held, and waits
-                   // for it from the host: right results, none of the work inside the events
-  cached_result,   // computes once, then copies that result on every later call (one small kernel)
+  none,             // the real kernel unchanged: the control
+  background_load,  // leaves a bandwidth-heavy kernel running on a stream of its own after each call,
+                    // stopped when its next call begins (so it runs while the baseline is timed)
+  late_thread,      // a thread of its own launches kernels after each call returned, until the next call
+  persisting_l2,    // reserves the largest persisting-L2 carve-out in prepare
+  wrong_in_timed,   // the output goes wrong in one timed call only (it sees the scorer's stream held)
+  side_stream,      // does the work on a stream of its own while the scorer's stream is held, and waits
+                    // for it from the host: right results, none of the work inside the events
+  cached_result,    // computes once, then copies that result on every later call (one small kernel)
 };
 
 struct Misdeed {

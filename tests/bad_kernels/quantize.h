@@ -22,11 +22,16 @@ constexpr Scheme kQuantized[] = {Scheme::int8_g8, Scheme::int8_g16, Scheme::int8
 
 inline const char* name(Scheme s) {
   switch (s) {
-    case Scheme::none: return "none";
-    case Scheme::int8_g8: return "int8_g8";
-    case Scheme::int8_g16: return "int8_g16";
-    case Scheme::int8_row: return "int8_row";
-    case Scheme::fp8_row: return "fp8_row";
+    case Scheme::none:
+      return "none";
+    case Scheme::int8_g8:
+      return "int8_g8";
+    case Scheme::int8_g16:
+      return "int8_g16";
+    case Scheme::int8_row:
+      return "int8_row";
+    case Scheme::fp8_row:
+      return "fp8_row";
   }
   return "?";
 }
@@ -37,7 +42,7 @@ inline float e4m3_round(float v) {
   const float a = std::min(std::fabs(v), 448.0f);
   if (a == 0) return 0.0f;
   int e;
-  std::frexp(a, &e);                               // a = m * 2^e, m in [0.5, 1)
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
   const float quantum = std::ldexp(1.0f, std::max(e - 1, -6) - 3);
   return std::copysign(std::min(std::nearbyint(a / quantum) * quantum, 448.0f), v);
 }
@@ -46,10 +51,10 @@ inline uint8_t e4m3_bits(float v) {
   uint8_t b = 0;
   if (r >= 0x1.0p-6f) {
     int e;
-    const float m = std::frexp(r, &e);             // r = m * 2^e
+    const float m = std::frexp(r, &e);  // r = m * 2^e
     b = uint8_t(((e - 1 + 7) << 3) | (int(std::lround(m * 16)) - 8));
   } else {
-    b = uint8_t(std::lround(r * 512.0f));          // subnormal: r = mantissa * 2^-9
+    b = uint8_t(std::lround(r * 512.0f));  // subnormal: r = mantissa * 2^-9
   }
   return uint8_t(b | (std::signbit(v) ? 0x80 : 0));
 }
@@ -67,9 +72,7 @@ struct Quantized {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   std::array<float, 256> lut{};  // code -> value before scaling
-  float value(size_t r, size_t c) const {
-    return lut[codes[r * cols + c]] * scales[r * (cols / group) + c / group];
-  }
+  float value(size_t r, size_t c) const { return lut[codes[r * cols + c]] * scales[r * (cols / group) + c / group]; }
 };
 
 // W: bf16 bit patterns, row-major. int8 scales are absmax/127 rounded to bf16

@@ -15,7 +15,8 @@
 namespace bad_kernels {
 
 inline void cuda_or_throw(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("quantized kernel: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("quantized kernel: ") + what + ": " + cudaGetErrorString(e));
 }
 
 template <class T>
@@ -68,8 +69,8 @@ struct QuantizedArgs {
 // Row `m` of the activations: dense X[m]; pooler the last token of sequence m.
 // Epilogue: dense none; pooler tanh(acc + bias[n]).
 template <bool kPooler>
-__global__ void quantized_gemm(const __nv_bfloat16* __restrict__ X, const int32_t* __restrict__ cu_seqlens,
-                               int M, int N, int K, QuantizedArgs w, const __nv_bfloat16* __restrict__ bias,
+__global__ void quantized_gemm(const __nv_bfloat16* __restrict__ X, const int32_t* __restrict__ cu_seqlens, int M,
+                               int N, int K, QuantizedArgs w, const __nv_bfloat16* __restrict__ bias,
                                __nv_bfloat16* __restrict__ out) {
   const long warp = (long(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -79,8 +80,8 @@ __global__ void quantized_gemm(const __nv_bfloat16* __restrict__ X, const int32_
   float acc = 0;
   for (int k = lane; k < K; k += 32) {
     const size_t i = size_t(n) * K + k;
-    const float wv = w.exact ? __bfloat162float(w.exact[i])
-                             : w.lut[w.codes[i]] * w.scales[size_t(n) * (K / w.group) + k / w.group];
+    const float wv =
+        w.exact ? __bfloat162float(w.exact[i]) : w.lut[w.codes[i]] * w.scales[size_t(n) * (K / w.group) + k / w.group];
     acc += __bfloat162float(x[k]) * wv;
   }
   for (int o = 16; o; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -89,14 +90,12 @@ __global__ void quantized_gemm(const __nv_bfloat16* __restrict__ X, const int32_
 
 template <bool kPooler>
 void launch_quantized_gemm(const __nv_bfloat16* X, const int32_t* cu_seqlens, int M, int N, int K,
-                           const QuantizedWeights& w, const __nv_bfloat16* bias, __nv_bfloat16* out,
-                           cudaStream_t s) {
+                           const QuantizedWeights& w, const __nv_bfloat16* bias, __nv_bfloat16* out, cudaStream_t s) {
   constexpr int kThreads = 256;
   const long warps = long(M) * N;
   const unsigned blocks = unsigned((warps * 32 + kThreads - 1) / kThreads);
-  quantized_gemm<kPooler><<<blocks, kThreads, 0, s>>>(X, cu_seqlens, M, N, K,
-                                                      QuantizedArgs{w.exact, w.codes, w.scales, w.lut, w.group},
-                                                      bias, out);
+  quantized_gemm<kPooler><<<blocks, kThreads, 0, s>>>(
+      X, cu_seqlens, M, N, K, QuantizedArgs{w.exact, w.codes, w.scales, w.lut, w.group}, bias, out);
 }
 
 }  // namespace bad_kernels
