@@ -1,5 +1,6 @@
 #include "scorer/recorded.h"
 #include "scorer/file_io.h"
+#include "scorer/toml_types.h"
 
 #include <toml++/toml.h>
 
@@ -19,29 +20,11 @@ namespace {
 
 int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    default:
-      return "a date or time";
-  }
-}
-
 std::string required_string(const toml::table& t, const std::string& key, const std::string& path) {
   const toml::node* n = t.get(key);
   if (!n) fail(path, 1, key, "missing");
-  if (!n->is_string()) fail(path, line_of(*n), key, std::string("expected a string, got ") + type_name(*n));
+  if (!n->is_string())
+    fail(path, line_of(*n), key, std::string("expected a string, got ") + toml_type_phrase(n->type()));
   std::string s = **n->as_string();
   if (s.empty() || s.find('\n') != std::string::npos) fail(path, line_of(*n), key, "must be one non-empty line");
   return s;
@@ -53,7 +36,8 @@ std::map<std::string, double> times(const toml::table& t, const std::string& key
   const toml::table* tt = t.get_as<toml::table>(key);
   for (const auto& [name, v] : *tt) {
     const std::string field = key + "." + std::string(name.str());
-    if (!v.is_number()) fail(path, line_of(v), field, std::string("expected a number of µs, got ") + type_name(v));
+    if (!v.is_number())
+      fail(path, line_of(v), field, std::string("expected a number of µs, got ") + toml_type_phrase(v.type()));
     double us = v.value<double>().value();
     if (!std::isfinite(us) || us <= 0) fail(path, line_of(v), field, "must be > 0 (got " + std::to_string(us) + ")");
     out[std::string(name.str())] = us;
@@ -76,7 +60,7 @@ Recorded parse_recorded(const std::string& text, const std::string& path) {
     if (k != "source" && k != "gpu" && k != "us" && k != "graph_us")
       fail(path, line_of(v), k, "unknown field (expected source, gpu, us, graph_us)");
     if ((k == "us" || k == "graph_us") && !v.is_table())
-      fail(path, line_of(v), k, std::string("expected a table of shape times, got ") + type_name(v));
+      fail(path, line_of(v), k, std::string("expected a table of shape times, got ") + toml_type_phrase(v.type()));
   }
   Recorded r;
   r.path = path;

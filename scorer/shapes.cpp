@@ -19,6 +19,7 @@
 #include "reference/reference.h"
 #include "scorer/file_io.h"
 #include "scorer/routing_trace.h"
+#include "scorer/toml_types.h"
 #include "scorer/workload.h"
 #include "sha256.h"
 #include "submission/submission.h"
@@ -80,32 +81,6 @@ std::string dim_list(Op op) {
   std::string s;
   for (const OpDim& d : op_dims(op)) s += (s.empty() ? "" : ", ") + std::string(d.name);
   return s;
-}
-
-const char* type_phrase(toml::node_type t) {
-  switch (t) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a floating-point number";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::date:
-      return "a date";
-    case toml::node_type::time:
-      return "a time";
-    case toml::node_type::date_time:
-      return "a date-time";
-    case toml::node_type::none:
-      break;
-  }
-  return "nothing";
 }
 
 bool valid_name(const std::string& s) {
@@ -224,14 +199,14 @@ class Parser {
       else if (v != "shapes")
         fail(n->source().begin.line, "scoring.aggregate",
              "expected \"shapes\" or \"regimes\", got " +
-                 (n->is_string() ? "'" + printable(v) + "'" : std::string(type_phrase(n->type()))));
+                 (n->is_string() ? "'" + printable(v) + "'" : std::string(toml_type_phrase(n->type()))));
     }
     if (const toml::node* n = t->get("weights")) {
       const int line = n->source().begin.line;
       if (rule.aggregate != ScoringRule::Aggregate::regimes)
         fail(line, "scoring.weights", "weights apply to aggregate = \"regimes\" only");
       const toml::table* w = n->as_table();
-      if (!w) fail(line, "scoring.weights", std::string("expected a table, got ") + type_phrase(n->type()));
+      if (!w) fail(line, "scoring.weights", std::string("expected a table, got ") + toml_type_phrase(n->type()));
       std::vector<std::string> regimes;  // of the file, in order of first appearance
       for (const Shape& s : shapes)
         if (std::find(regimes.begin(), regimes.end(), s.regime) == regimes.end()) regimes.push_back(s.regime);
@@ -315,7 +290,7 @@ class Parser {
         continue;
       }
       if (!n->is_integer())
-        fail(n->source().begin.line, d.name, std::string("expected an integer, got ") + type_phrase(n->type()));
+        fail(n->source().begin.line, d.name, std::string("expected an integer, got ") + toml_type_phrase(n->type()));
       const int64_t v = n->as_integer()->get();
       if (v < d.min || v > kMaxDim)
         fail(n->source().begin.line, d.name,
@@ -350,7 +325,7 @@ class Parser {
     RoutingSpec r;
     if (const toml::node* n = t.get("routing")) {
       if (!n->is_string())
-        fail(n->source().begin.line, "routing", std::string("expected a string, got ") + type_phrase(n->type()));
+        fail(n->source().begin.line, "routing", std::string("expected a string, got ") + toml_type_phrase(n->type()));
       const std::string v = n->as_string()->get();
       if (v == "zipf")
         r.kind = RoutingKind::zipf;
@@ -371,7 +346,7 @@ class Parser {
     };
     if (const toml::node* n = only_with("skew", RoutingKind::zipf, "zipf")) {
       if (!n->is_number())
-        fail(n->source().begin.line, "skew", std::string("expected a number, got ") + type_phrase(n->type()));
+        fail(n->source().begin.line, "skew", std::string("expected a number, got ") + toml_type_phrase(n->type()));
       r.skew = n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
       if (!(r.skew > 0 && r.skew <= kMaxSkew)) {
         std::ostringstream m;
@@ -381,7 +356,7 @@ class Parser {
     }
     if (const toml::node* n = only_with("trace", RoutingKind::file, "file")) {
       if (!n->is_string())
-        fail(n->source().begin.line, "trace", std::string("expected a string, got ") + type_phrase(n->type()));
+        fail(n->source().begin.line, "trace", std::string("expected a string, got ") + toml_type_phrase(n->type()));
       r.trace = load_routing_trace(path_, n->source().begin.line, n->as_string()->get(), s);
     }
     return r;
@@ -396,7 +371,7 @@ class Parser {
     const toml::node* n = t.get(key);
     if (!n) fail(header_line, key, "missing");
     if (!n->is_string())
-      fail(n->source().begin.line, key, std::string("expected a string, got ") + type_phrase(n->type()));
+      fail(n->source().begin.line, key, std::string("expected a string, got ") + toml_type_phrase(n->type()));
     return n->as_string()->get();
   }
 
