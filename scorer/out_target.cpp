@@ -60,8 +60,8 @@ void check_out_target(const OutTarget& t) {
       {results / "runs", "the kept runs"},
   };
   for (const std::string& in : t.inputs) protect.push_back({in, "an input of this command"});
-  for (const char* tree : {"shapes.toml", "shapes", "submission", "reference", "scorer", "baselines", "tests",
-                           "scripts", "docs", ".git", "Makefile", "README.md"})
+  for (const char* tree : {"shapes.toml", "shapes", "submission", "dev", "reference", "scorer", "baselines", "tests",
+                           "scripts", "docs", ".ci", ".git", "Makefile", "README.md", "CONTRIBUTING.md"})
     protect.push_back({tree, "part of the tree"});
   for (const auto& [p, what] : protect)
     if (!p.empty() && within(target, resolved(p.string())))

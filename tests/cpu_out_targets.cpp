@@ -79,11 +79,12 @@ TEST_CASE("out targets: the files the results and the tree depend on are refused
   InDir in(dir.path);
   scorer::save_results(test_util::sample_run(1.2), "results/latest.json");
   scorer::save_results(test_util::sample_run(1.1), "results/best.json");
-  for (const char* f : {"results/history/index.tsv", "results/runs/a.json", "shapes.toml", "submission/dense.cu"})
+  for (const char* f :
+       {"results/history/index.tsv", "results/runs/a.json", "shapes.toml", "submission/dense.cu", "dev/dense.cu"})
     dir.write(f, "precious");
   const std::vector<std::string> protect = {
-      "results/best.json", "results/latest.json", "results/history/index.tsv",   "results/runs/a.json",
-      "shapes.toml",       "submission/dense.cu", "results/../submission/new.cu"};
+      "results/best.json", "results/latest.json", "results/history/index.tsv",    "results/runs/a.json",
+      "shapes.toml",       "submission/dense.cu", "results/../submission/new.cu", "dev/dense.cu"};
   for (const std::string& target : protect) {
     CAPTURE(target);
     Outcome o = call(scorer::report_main, {"--out", target});
