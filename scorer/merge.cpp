@@ -156,9 +156,7 @@ RunResult merge_shards(const std::vector<ShardFile>& shards, const std::string& 
   }
   for (std::vector<ShapeResult>& it : items) trim_after_failure(it);
   assemble_run(run, shapes, items, run.meta.replicates, true);
-  BootstrapOptions bo;
-  bo.seed = run.meta.seed;
-  compute_statistics(run, bo);
+  compute_run_statistics(run);
   return run;
 }
 
@@ -177,9 +175,7 @@ int merge_main(const std::vector<std::string>& args) {
       const Recorded rec = load_recorded(recorded);
       check_recorded_gpu(rec, run.meta.gpu_name);
       apply_recorded(run, rec);
-      BootstrapOptions bo;
-      bo.seed = run.meta.seed;
-      compute_statistics(run, bo);
+      compute_run_statistics(run);
     }
     print_table(std::cout, run);
     save_results(run, out);

@@ -275,10 +275,8 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
   // are recomputed from the trials, as the run computed them, never taken
   // from the file: select, diff, report and package then judge what was
   // measured, and a forged speedup or aggregate changes nothing.
-  BootstrapOptions bo;
-  bo.seed = run.meta.seed;
   try {
-    compute_statistics(run, bo);
+    compute_run_statistics(run);
   } catch (const std::exception& e) {  // a scoring rule that does not fit the shapes
     rd.fail("meta.scoring", e.what());
   }

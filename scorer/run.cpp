@@ -227,9 +227,7 @@ int score(const std::vector<std::string>& args, bool timing) {
               << " shapes have a replicate scored\n";
 
   if (!o.recorded.empty()) apply_recorded(run, rec);
-  BootstrapOptions bo;
-  bo.seed = o.run.seed;
-  compute_statistics(run, bo);
+  compute_run_statistics(run);
   std::cout << "\n";
   if (timing) {
     print_table(std::cout, run);

@@ -243,4 +243,10 @@ StopDecision TrialStopper::add(double ratio, double seconds) {
   return last || seconds > rule_.time_cap_s ? StopDecision::capped : StopDecision::go_on;
 }
 
+void compute_run_statistics(RunResult& run) {
+  BootstrapOptions bo;
+  bo.seed = run.meta.seed;
+  compute_statistics(run, bo);
+}
+
 }  // namespace scorer

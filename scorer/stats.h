@@ -58,6 +58,11 @@ Interval median_interval(const std::vector<double>& ratios, const BootstrapOptio
 // aggregate, graph and recorded figures, counts) from its trials and statuses.
 void compute_statistics(RunResult& run, const BootstrapOptions& opt = {});
 
+// compute_statistics as every command runs it: default options, the bootstrap
+// seeded by the run's own seed, so that a file read back (or merged) gives the
+// numbers its run printed.
+void compute_run_statistics(RunResult& run);
+
 // The fewest replicates any scored shape's interval rests on (0: no shape
 // scored). 1 means the run's intervals cover the noise within one run only.
 int interval_replicates(const RunResult& run);
