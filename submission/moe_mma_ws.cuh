@@ -395,6 +395,16 @@ __global__ void __launch_bounds__(kWsThreads, CtasPerSm) moe_ws_kernel(const Mma
   __syncthreads();  // the last CTA-wide barrier: the producer warp leaves the MMA warps' barriers
 
   const CtaStages cs = cta_stages<kDown, kSplit, TokenTiles, WarpTiles>(a, own_routing);
+  if constexpr (kDown) {
+    // No local route: GEMM 1 wrote every token's zeros, so GEMM 2 has nothing to store or
+    // combine, and skips its queue, grid barrier and the combine's reads (perf log round 100). The
+    // routing is the same in every CTA, so none waits at a barrier for the others. The grid
+    // still ends after GEMM 1's, as the op must.
+    if (cs.blocks == 0) {
+      pdl_wait();
+      return;
+    }
+  }
   if constexpr (kQueue) {
     const ChunkQueue cq = chunk_queue<kDown>(a, cs);
     if (threadIdx.x >= kMmaThreads) {
