@@ -603,3 +603,9 @@ TEST_CASE("moe public size: dsv3 EP8 rank 5 M=32") {
 }
 
 TEST_CASE("moe public size: mixtral M=16") { check_public_shape(MoeDims{16, 4096, 14336, 8, 8, 2, 0}, {0, 15}, 23); }
+
+// dev/shapes/ep_ranks.toml's kind of rank (perf log round 100): an eighth of the experts or
+// fewer at small M, so a call has a few local routes, often none on some tokens.
+TEST_CASE("moe public size: dsv3 EP32 rank 11 M=8, a few local routes") {
+  check_public_shape(MoeDims{8, 7168, 2048, 256, 8, 8, 11}, {0, 1, 2, 3, 4, 5, 6, 7}, 26);
+}
