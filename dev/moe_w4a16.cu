@@ -1,4 +1,4 @@
-// moe_w4a16's dev variants: the plans moe_plan.cpp makes for their names, on the upload's
+// moe_w4a16's dev variants: their plans (dev/moe_plans.h), on the upload's
 // kernels where it has them (submission/moe_gemm_kernels.cu) and on the ones instantiated here
 // otherwise: the CTA-copies kernel (moe_mma_cta_copies.cuh, 3 or 6 CTAs per SM), the
 // warp-specialised kernel at 4 CTAs per SM (mma_ws4) and GEMM 1 on the work queue (mma_queue).
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dev/moe_mma_cta_copies.cuh"
+#include "dev/moe_plans.h"
 #include "dev/variants.h"
 #include "submission/device_memory.h"
 #include "submission/moe_mma_ws.cuh"
@@ -115,17 +116,12 @@ MmaKernel pick_dev_kernel(const MoePlan& p, bool down) {
 
 namespace submission::dev {
 
-std::vector<std::string> dev_moe_variants() {
-  std::vector<std::string> names;
-  for (const std::string& n : moe::moe_variant_names())
-    if (n != "default" && n != "gemv") names.push_back(n);
-  return names;
-}
+std::vector<std::string> dev_moe_variants() { return moe::dev_moe_plan_names(); }
 
 std::unique_ptr<Moe> make_dev_moe(const MoeDims& dims, const MoeWeights& w, const std::string& variant) {
-  moe::plan_moe(dims, variant, 1);  // bad dims or names before any device query
+  moe::plan_moe_variant(dims, variant, 1);  // bad dims or names before any device query
   const int sms = device_sm_count();
-  return moe::make_moe_op(dims, w, moe::plan_moe(dims, variant, sms), sms, moe::pick_dev_kernel);
+  return moe::make_moe_op(dims, w, moe::plan_moe_variant(dims, variant, sms), sms, moe::pick_dev_kernel);
 }
 
 }  // namespace submission::dev

@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "submission/submission.h"
 
@@ -175,24 +174,14 @@ MOE_HD int act_stage_uint4(int chunk, int slot, int tokens) { return ((chunk >> 
 MOE_HD int act_fragment_uint4(int piece, int token, int t, int tokens) { return (piece * tokens + token) * 4 + t; }
 
 // ------------------------------------------------------------ GEMM geometry
-// The tensor-core GEMMs (dev/moe_mma_cta_copies.cuh, and moe_mma_ws.cuh with a fifth,
-// producer warp): persistent CTAs of 4 MMA warps, 3 (4 or 6 in variants) per
-// SM, each streaming its work units through a pipeline of stages of one
-// scale group: the unit's weights and scales, the block's activations and
-// the stage's metadata. Shared here so that the plan's model sees what the
-// kernels do.
-//
-// CTAs per SM: 3 by default. The kernels are latency-bound (ncu: DRAM 14-38%
-// of peak, half the issue slots empty), so the mma_occ variants trade
-// pipeline depth for warps where the registers and shared memory allow it: 6
-// CTAs cap a thread at 85 registers, which the kernels of blocks of 8 and 16
-// routes fit, and need 3 stages in a sixth of the SM's shared memory. On the
-// H200 that won where it fit a GEMM into one wave of CTAs and lost elsewhere
-// (docs/perf-log.md, round 3), so it is not the default.
+// The tensor-core GEMMs (moe_mma_ws.cuh: 4 MMA warps and a producer warp; dev/ adds others):
+// persistent CTAs, 3 per SM in the upload, each streaming its work units through a pipeline of
+// stages of one scale group: the unit's weights and scales, the block's activations and the
+// stage's metadata. Shared here so that the plan's model sees what the kernels do.
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = 32 * kMmaWarps;
 // Shared memory of an SM for the kernels' CTAs: 227 KB less a 1 KB per-CTA
-// reserve for up to 6 CTAs, rounded down to a multiple of 6 KB.
+// reserve for up to 6 CTAs (dev/'s kernels), rounded down to a multiple of 6 KB.
 constexpr int kMmaSmemPerSm = 216 * 1024;
 constexpr int kMmaMaxStages = 12;
 constexpr int mma_smem_budget(int ctas_per_sm) { return kMmaSmemPerSm / ctas_per_sm; }
@@ -216,23 +205,16 @@ constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm, int tail) {
 constexpr int mma_stages(int tokens, int tiles, int ctas_per_sm) {
   return mma_stages(tokens, tiles, ctas_per_sm, mma_tail_bytes(tokens));
 }
-// The most CTAs per SM a kernel of blocks of `tokens` routes and units of
-// `tiles` 16-row tiles may use (see above).
-constexpr int mma_max_ctas_per_sm(int tokens, int tiles) {
-  return tokens <= 16 && mma_stages(tokens, tiles, 6) >= 3 ? 6 : 3;
-}
-
-// The warp-specialised kernels (moe_mma_ws.cuh) run 4 CTAs per SM only with
-// blocks of 8 routes, whose MMA warps fit the 96 registers a thread gets
-// there; 3 otherwise.
-constexpr int ws_max_ctas_per_sm(int tokens) { return tokens == 8 ? 4 : 3; }
 
 // ------------------------------------------------------------ plan
 enum class MoeKernel {
-  mma,   // tensor cores: repacked weights, swap-AB mma.sync, cp.async pipeline
+  mma,   // tensor cores: repacked weights, swap-AB mma.sync, pipelined copies
   gemv,  // CUDA cores on the weights as given: the simple reference variant
 };
 
+// A plan: what the op's host code (moe_w4a16.cu) allocates and launches, and which GEMM kernels
+// it picks (moe_op.h). GEMM 1 on the chunk queue (queue_chunk_stages), CTAs per SM other than 3
+// and the kernels without a producer warp are only dev/'s variants' (dev/moe_plans.h).
 struct MoePlan {
   MoeKernel kernel = MoeKernel::mma;
   bool pdl = false;               // GEMM launches chained by programmatic dependent launch
@@ -240,7 +222,7 @@ struct MoePlan {
   int max_blocks = 0;             // workspace bound over every routing
   int tile_rows_up = 0;           // mma: weight rows per CTA work unit, GEMM 1 (64 or 128)
   int tile_rows_down = 0;         // mma: the same for GEMM 2
-  int ctas_up = 3;                // mma: resident CTAs per SM, GEMM 1 (3; mma_occ*: 6, mma_ws4: 4 where they fit)
+  int ctas_up = 3;                // mma: resident CTAs per SM, GEMM 1
   int ctas_down = 3;              // mma: the same for GEMM 2
   int splits_down = 1;            // mma: GEMM 2's reduction (I) split into this many parts, a divisor of I/128
   bool stream_k_up = false;       // mma: GEMM 1 deals equal ranges of stages to its CTAs (CtaStages)
@@ -284,84 +266,66 @@ constexpr int kCtaRoutingMaxInts = 512;
 // GEMM 2 takes its units from the work queue (moe_mma_ws.cuh) where the
 // expected units (uniform routing, splits included) make at least this many
 // waves of resident CTAs. With fewer, few CTAs get a second unit to take
-// from a slower one, and the takes only cost: on the H200 qwen3 M=1 (0.65
-// waves) and dsv3 M=8 (1.02) ran 1% slower on the queue, every public shape
-// from 2.6 waves 0-5% faster (docs/perf-log.md, round 48).
+// from a slower one, and the takes only cost (docs/perf-log.md, round 48).
 constexpr double kQueueDownMinWaves = 2.0;
 
 // Chunks of chunk_stages stages that a unit of `groups` stages makes on
 // GEMM 1's work queue (the last may be shorter).
 MOE_HD int queue_chunks_per_unit(int groups, int chunk_stages) { return (groups + chunk_stages - 1) / chunk_stages; }
 
-// Stages per chunk of GEMM 1 on the work queue (mma_queue).
-// At 8 every shape ran slower than at 16, most by 6-8% (docs/perf-log.md,
-// round 48): each chunk's end stops its MMA warps for the post and count.
-constexpr int kQueueChunkStages = 16;
-
-// GEMM 1 runs on the stream-K schedule only for H / 128 at least this.
+// GEMM 1 runs on the stream-K schedule only for H / 128 at least this: a cut
+// unit's fix-up is paid per unit, and with 16 stages (H = 2048) it cost more
+// than stream-K gained (docs/perf-log.md, rounds 8 and 27).
 constexpr int kStreamKMinGroups = 32;
 
 // Throws std::invalid_argument for invalid dims (see submission.h).
 void validate_moe_dims(const MoeDims& d);
 
-// The plan for a variant; throws std::invalid_argument for an unknown variant
-// or one that cannot run the shape (mma_rows128 with blocks of 64). sm_count
-// feeds the model.
-//   default       tensor cores, 128-row units where the schedule fills the
-//                 CTAs anyway (GEMM 1 on stream-K, GEMM 2 split or with
-//                 units enough), elsewhere the model's, GEMM 1 on a
-//                 stream-K schedule, GEMM 2's reduction split where its units
-//                 leave CTAs idle (moe_down_splits) and its combine after all
-//                 its units (combine_all_tokens) where they take more than
-//                 one wave of CTAs, its CTAs taking the units from the work
-//                 queue where they make kQueueDownMinWaves waves, GEMMs
-//                 PDL-chained, on the warp-specialised kernels
-//                 (moe_mma_ws.cuh: a producer warp copies, weights packed
-//                 per unit)
-//   mma_cta_copies  the default on moe_mma_kernel (every thread copies by
-//                 cp.async, a CTA barrier per stage): the default before
-//                 the producer warp
-//   mma           whole units round-robin in GEMM 1, no split in GEMM 2, on
-//                 moe_mma_kernel (the default before either)
-//   mma_rows64    the default with 64-row units in both GEMMs
-//   mma_rows128   the default with 128-row units
-//   mma_nopdl     the default with plain launches
-//   mma_ws4       the default with 4 CTAs per SM where ws_max_ctas_per_sm
-//                 allows it
-//   mma_unit_combine  the default with GEMM 2's combine always per unit
-//                 (count_and_combine)
-//   mma_grid_combine  the default with GEMM 2's combine always after all
-//                 units (combine_all_tokens)
-//   mma_align_launch  the default with the alignment always its own launch
-//                 (no cta_align)
-//   mma_queue_down  the default with GEMM 2 always on the work queue
-//                 (moe_mma_ws.cuh): CTAs take whole units as they free up
-//   mma_queue     mma_queue_down with GEMM 1 on the work queue too, in
-//                 chunks of kQueueChunkStages stages, 128-row units where
-//                 they fit
-//   mma_no_queue  the default with GEMM 2 never on the work queue (the
-//                 default before round 48)
-//   mma_h_flags   the default with GEMM 2 always reading h unit by unit as
-//                 GEMM 1 publishes it (h_ready), not after GEMM 1's grid
-//   mma_h_grid    the default with GEMM 2 always waiting for GEMM 1's
-//                 whole grid (the default before round 61)
-//   mma_rotate    the default with each GEMM 1 unit's stages always
-//                 starting at a group of its own (stage_group), on
-//                 stream-K too
-//   mma_no_rotate  the default with every unit starting at its first group
-//                 (the default before round 64)
-//   mma_contig    mma with each work unit's weights and scales packed into
-//                 one contiguous stream (no split: a pack spans the unit)
-//   mma_occ       mma with 6 CTAs per SM and shallower pipelines where the
-//                 kernel allows it (mma_max_ctas_per_sm)
-//   mma_occ_splitk  mma_occ with the split
-//   gemv          CUDA cores on the weights as given (moe_gemv.cuh)
+// The plan for "default" or "gemv"; throws std::invalid_argument for any other name or invalid
+// dims. sm_count feeds the model.
+//   default  tensor cores on the warp-specialised kernels (moe_mma_ws.cuh: a producer warp
+//            copies, weights packed per unit), GEMMs PDL-chained. Its steps, in order:
+//            GEMM 1 on stream-K where H/128 >= kStreamKMinGroups; unit rows
+//            (plan_moe_tile_rows); GEMM 2's split and combine (plan_moe_down_split); how the
+//            units reach the CTAs (plan_moe_schedule).
+//   gemv     CUDA cores on the weights as given (moe_gemv.cuh)
+// dev/moe_plans.h plans the other variants, from these steps.
 MoePlan plan_moe(const MoeDims& d, const std::string& variant, int sm_count);
-// The variant names plan_moe takes, "default" first (the list above).
-const std::vector<std::string>& moe_variant_names();
+
+// Unit rows of both GEMMs for the plan's CTAs per SM (ctas_up, ctas_down) and GEMM 1's
+// schedule (stream_k_up): 128 where the schedule fills the CTAs whatever the unit count (GEMM 1
+// on stream-K; GEMM 2 where its 128-row units fill the grid or split to fill it, combining
+// after all units), elsewhere the model's (moe_model_tile_rows), which takes 64 rows to fill
+// CTAs that too few units leave idle. There 128 rows halve the activation reads and the unit
+// ends (docs/perf-log.md, round 26).
+void plan_moe_tile_rows(const MoeDims& d, int sm_count, MoePlan& p);
+// GEMM 2's split (moe_down_splits, the combine after all units priced in) and whether it
+// combines after all its units (moe_defer_combine), for the plan's GEMM 2 units and CTAs.
+void plan_moe_down_split(const MoeDims& d, int sm_count, MoePlan& p);
+// How the plan's units reach the CTAs, on the warp-specialised kernels:
+//  - GEMM 2 on the work queue where its expected units make kQueueDownMinWaves waves;
+//  - GEMM 2 reads h unit by unit as GEMM 1 publishes it (h_flags) where GEMM 1's expected units
+//    make a wave of resident CTAs or more: its CTAs then end apart. With fewer, each CTA holds
+//    one unit and they end together; the flags only add a fence and a poll (round 61);
+//  - GEMM 1's whole units start at groups of their own (rotate_up), so that the CTAs reading a
+//    token's row do not read the same bytes at once; stream-K's ranges are spread already
+//    (round 64);
+//  - at most kAlignWarpRoutes routes, each GEMM CTA aligns them itself into shared memory
+//    (cta_align): the alignment launch leaves every call's critical path.
+void plan_moe_schedule(const MoeDims& d, int sm_count, MoePlan& p);
+
+// 128-row units hold twice the accumulators; with blocks of 64 routes that
+// exceeds the register budget of three CTAs per SM.
+constexpr bool moe_rows128_fit(int block_tokens) { return block_tokens <= 32; }
+// Of two estimates (moe_gemm_cost_us) of one GEMM, the unit rows to take: ties (within 2%) go to
+// 128 rows, half the activation reads and shared-memory traffic.
+inline int moe_cheaper_tile_rows(double us64, double us128) { return us128 <= 1.02 * us64 ? 128 : 64; }
+// The model's unit rows of one GEMM (weight rows per expert `rows`, reduction K) at
+// `ctas_per_sm`: 64 where 128 rows do not fit, else the cheaper estimate.
+int moe_model_tile_rows(const MoeDims& d, int block_tokens, int rows, int K, int sm_count, int ctas_per_sm);
 
 // The model behind the default tile rows where the schedule alone would
-// leave CTAs idle (see plan_moe): estimated µs of one GEMM (weight
+// leave CTAs idle (plan_moe_tile_rows): estimated µs of one GEMM (weight
 // rows per expert `rows`, reduction `K`) with CTA units of `tile_rows` rows.
 // Expected units (uniform routing) are dealt round-robin to the persistent
 // CTAs, so the GEMM runs in phases: all CTAs with a k-th unit stream it
@@ -377,22 +341,20 @@ double moe_gemm_cost_us(const MoeDims& d, int block_tokens, int rows, int K, int
 // 256. Not when they fill the grid: then a split only moves the edge of the
 // last wave, which the expected units cannot place (dsv3 M=8, ~800 units of
 // 16 stages, split in 2: 69.8 -> 71.1 us). Each part has at least
-// kMinGroupsPerSplit groups and the split s divides I/128. Which s depends on
-// what a unit's end costs:
-//  - with the combine per unit (deferred = false), the largest s whose units
-//    still run in one wave: each unit's end stops the MMA warps for the
-//    election's round trips, so a second, partial wave of split units cost as
-//    long as the first (measured: mixtral M=64 split in 2 for 512 units on 396
-//    CTAs, GEMM 2 196 -> 246 us);
-//  - with the combine after all units (deferred = true), a unit's end is only
-//    its stores, and the CTAs stream their units back to back: s minimises
-//    the stages on the busiest CTA, waves x (I/128/s + kUnitEndStages); any
-//    s within kSplitTolerance of that minimum counts as a tie, which goes to
-//    the smaller s (fewer partial rows for the combine to read).
+// kMinGroupsPerSplit groups and the split s divides I/128. With the combine
+// after all units (deferred_combine) a unit's end is only its stores, and the
+// CTAs stream their units back to back: s minimises the stages on the busiest
+// CTA, waves x (I/128/s + kUnitEndStages); any s within kSplitTolerance of
+// that minimum counts as a tie, which goes to the smaller s (fewer partial
+// rows for the combine to read). (With the combine per unit a second wave
+// costs as long as the first: dev/moe_plans.cpp, one_wave_down_splits.)
 constexpr int kMinGroupsPerSplit = 4;
 constexpr int kUnitEndStages = 1;
 constexpr double kSplitTolerance = 0.05;
-int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas, bool deferred);
+int moe_down_splits(const MoeDims& d, int block_tokens, int tile_rows, int resident_ctas);
+
+// The expected blocks of a routing drawn uniformly (the model's units are these x row groups).
+double moe_expected_blocks(const MoeDims& d, int block_tokens);
 
 // Whether GEMM 2 combines after all its units (combine_all_tokens) rather than
 // per unit, for `units` work units (splits included) on `resident_ctas`: where

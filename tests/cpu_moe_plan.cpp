@@ -1,16 +1,19 @@
 // The moe_w4a16 plan on the CPU: the block size follows the GLOBAL routing
 // density, the workspace bound holds for any routing, and each variant's plan
-// is what its name says. The repacked layout: cpu_moe_layout.cpp.
+// (the upload's, submission/moe_plan.h; dev's, dev/moe_plans.h) is what its
+// name says. The repacked layout: cpu_moe_layout.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "dev/moe_plans.h"
 #include "reference/bf16_host.h"
 #include "reference/int4.h"
 #include "submission/moe_plan.h"
@@ -125,7 +128,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // where GEMM 2 never combines after all its units (mma_unit_combine) the
   // model decides and takes 64-row units there, and 128 rows where units are
   // plenty.
-  CHECK(plan_moe(mixtral1, "mma_unit_combine", kSms).tile_rows_down == 64);
+  CHECK(plan_moe_variant(mixtral1, "mma_unit_combine", kSms).tile_rows_down == 64);
   CHECK(plan_moe(mixtral64, "default", kSms).tile_rows_up == 128);
   // The default takes 128 rows wherever its schedule fills the CTAs anyway:
   // GEMM 1 on stream-K (H >= 4096), GEMM 2 split to fill the grid (mixtral
@@ -144,7 +147,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
        {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
         MoeDims{32, 7168, 2048, 256, 32, 8, 5}, mixtral1, mixtral64, MoeDims{300, 256, 128, 8, 8, 2, 0}}) {
     for (const char* v : {"default", "mma_cta_copies", "mma", "mma_rows64", "mma_nopdl", "mma_contig"}) {
-      const MoePlan p = plan_moe(d, v, kSms);
+      const MoePlan p = plan_moe_variant(d, v, kSms);
       CHECK(p.kernel == MoeKernel::mma);
       CHECK(p.pdl == (std::string(v) != "mma_nopdl"));
       const bool ws = std::string(v) == "default" || std::string(v) == "mma_rows64" || std::string(v) == "mma_nopdl";
@@ -157,13 +160,13 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     }
     CHECK(plan_moe(d, "gemv", kSms).kernel == MoeKernel::gemv);
   }
-  CHECK(plan_moe(mixtral64, "mma_rows128", kSms).tile_rows_down == 128);
+  CHECK(plan_moe_variant(mixtral64, "mma_rows128", kSms).tile_rows_down == 128);
   for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0},
                            MoeDims{8, 7168, 2048, 256, 32, 8, 0}, mixtral1, mixtral64}) {
     CAPTURE(d.M);
     CAPTURE(d.H);
     for (const char* v : {"default", "mma", "mma_occ", "mma_occ_splitk", "mma_contig"}) {
-      const MoePlan p = plan_moe(d, v, kSms);
+      const MoePlan p = plan_moe_variant(d, v, kSms);
       const bool occ = std::string(v).find("occ") != std::string::npos;
       const bool split = std::string(v) == "default" || std::string(v) == "mma_occ_splitk";
       for (auto [ctas, rows] : {std::pair{p.ctas_up, p.tile_rows_up}, std::pair{p.ctas_down, p.tile_rows_down}})
@@ -175,7 +178,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   }
   // mma_ws4: 4 CTAs per SM for blocks of 8 routes (qwen3 M=1), 3 for larger.
   for (const MoeDims& d : {MoeDims{1, 2048, 768, 128, 128, 8, 0}, MoeDims{256, 2048, 768, 128, 128, 8, 0}}) {
-    const MoePlan p = plan_moe(d, "mma_ws4", kSms);
+    const MoePlan p = plan_moe_variant(d, "mma_ws4", kSms);
     CHECK(p.warp_specialized);
     CHECK(p.ctas_up == (p.block_tokens == 8 ? 4 : 3));
     CHECK(p.ctas_down == p.ctas_up);
@@ -191,12 +194,12 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // 87, within 5%, so the smaller split; one wave keeps it unsplit per unit.
   // qwen3 (6 groups) never splits.
   CHECK(plan_moe(mixtral1, "default", kSms).splits_down == 16);
-  CHECK(moe_down_splits(mixtral1, 8, 64, 3 * kSms, true) == 8);
-  CHECK(plan_moe(mixtral1, "mma_unit_combine", kSms).splits_down == 2);
-  CHECK(plan_moe(mixtral1, "mma_occ_splitk", kSms).splits_down == 4);
+  CHECK(moe_down_splits(mixtral1, 8, 64, 3 * kSms) == 8);
+  CHECK(plan_moe_variant(mixtral1, "mma_unit_combine", kSms).splits_down == 2);
+  CHECK(plan_moe_variant(mixtral1, "mma_occ_splitk", kSms).splits_down == 4);
   CHECK(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "default", kSms).splits_down == 1);
   CHECK(plan_moe(mixtral64, "default", kSms).splits_down == 4);
-  CHECK(plan_moe(mixtral64, "mma_unit_combine", kSms).splits_down == 1);
+  CHECK(plan_moe_variant(mixtral64, "mma_unit_combine", kSms).splits_down == 1);
   // dsv3 M=8: ~450 units of 128 rows fill the grid, so no split.
   CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).splits_down == 1);
   // GEMM 2 combines after all its units where they take more than one wave
@@ -211,9 +214,9 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   CHECK_FALSE(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).deferred_combine);
   CHECK(moe_defer_combine(MoeDims{16, 4096, 14336, 8, 8, 2, 0}, 256, 32, 3 * kSms));
   CHECK_FALSE(moe_defer_combine(MoeDims{1, 2048, 768, 128, 128, 8, 0}, 128, 32, 3 * kSms));
-  CHECK(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "mma_grid_combine", kSms).deferred_combine);
-  CHECK_FALSE(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "mma_unit_combine", kSms).deferred_combine);
-  CHECK_FALSE(plan_moe(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "mma", kSms).deferred_combine);
+  CHECK(plan_moe_variant(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "mma_grid_combine", kSms).deferred_combine);
+  CHECK_FALSE(plan_moe_variant(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "mma_unit_combine", kSms).deferred_combine);
+  CHECK_FALSE(plan_moe_variant(MoeDims{256, 2048, 768, 128, 128, 8, 0}, "mma", kSms).deferred_combine);
   // Six CTAs only where a pipeline of 3 stages fits a sixth of shared memory
   // and a thread's accumulators fit 85 registers.
   CHECK(mma_max_ctas_per_sm(8, 4) == 6);
@@ -223,10 +226,10 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   // GEMM 1's stream-K schedule: the default and the variants derived from it,
   // for units of at least kStreamKMinGroups stages (H / 128); never mma.
   CHECK(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).stream_k_up);
-  CHECK(plan_moe(mixtral64, "mma_nopdl", kSms).stream_k_up);
-  CHECK(plan_moe(mixtral64, "mma_cta_copies", kSms).stream_k_up);
-  CHECK_FALSE(plan_moe(mixtral64, "mma", kSms).stream_k_up);
-  CHECK_FALSE(plan_moe(mixtral64, "mma_occ", kSms).stream_k_up);
+  CHECK(plan_moe_variant(mixtral64, "mma_nopdl", kSms).stream_k_up);
+  CHECK(plan_moe_variant(mixtral64, "mma_cta_copies", kSms).stream_k_up);
+  CHECK_FALSE(plan_moe_variant(mixtral64, "mma", kSms).stream_k_up);
+  CHECK_FALSE(plan_moe_variant(mixtral64, "mma_occ", kSms).stream_k_up);
   CHECK_FALSE(plan_moe(MoeDims{1, 2048, 768, 128, 128, 8, 0}, "default", kSms).stream_k_up);
   CHECK(plan_moe(MoeDims{4, kStreamKMinGroups * kGroup, 256, 8, 8, 2, 0}, "default", kSms).stream_k_up);
   CHECK_FALSE(plan_moe(MoeDims{4, (kStreamKMinGroups - 1) * kGroup, 256, 8, 8, 2, 0}, "default", kSms).stream_k_up);
@@ -237,11 +240,11 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   CHECK(plan_moe(qwen3_1, "default", kSms).cta_align);
   CHECK(plan_moe(qwen3_4, "default", kSms).cta_align);  // 32 routes
   CHECK(plan_moe(mixtral1, "default", kSms).cta_align);
-  CHECK(plan_moe(mixtral1, "mma_ws4", kSms).cta_align);
+  CHECK(plan_moe_variant(mixtral1, "mma_ws4", kSms).cta_align);
   CHECK_FALSE(plan_moe(MoeDims{5, 2048, 768, 128, 128, 8, 0}, "default", kSms).cta_align);  // 40 routes
-  CHECK_FALSE(plan_moe(qwen3_1, "mma_align_launch", kSms).cta_align);
-  CHECK_FALSE(plan_moe(qwen3_1, "mma_cta_copies", kSms).cta_align);
-  CHECK_FALSE(plan_moe(qwen3_1, "mma", kSms).cta_align);
+  CHECK_FALSE(plan_moe_variant(qwen3_1, "mma_align_launch", kSms).cta_align);
+  CHECK_FALSE(plan_moe_variant(qwen3_1, "mma_cta_copies", kSms).cta_align);
+  CHECK_FALSE(plan_moe_variant(qwen3_1, "mma", kSms).cta_align);
   CHECK_FALSE(plan_moe(qwen3_1, "gemv", kSms).cta_align);
   for (const MoeDims& d : {qwen3_1, qwen3_4, mixtral1}) {
     const MoePlan p = plan_moe(d, "default", kSms);
@@ -249,7 +252,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
   }
   // The variant is the default in every other respect.
   for (const MoeDims& d : {qwen3_1, mixtral1, mixtral64}) {
-    const MoePlan a = plan_moe(d, "default", kSms), b = plan_moe(d, "mma_align_launch", kSms);
+    const MoePlan a = plan_moe(d, "default", kSms), b = plan_moe_variant(d, "mma_align_launch", kSms);
     CHECK(a.tile_rows_up == b.tile_rows_up);
     CHECK(a.tile_rows_down == b.tile_rows_down);
     CHECK(a.splits_down == b.splits_down);
@@ -265,7 +268,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     const MoePlan a = plan_moe(d, "default", kSms);
     for (const char* v : {"mma_queue", "mma_queue_down"}) {
       CAPTURE(v);
-      const MoePlan q = plan_moe(d, v, kSms);
+      const MoePlan q = plan_moe_variant(d, v, kSms);
       const bool up = std::string(v) == "mma_queue";
       CHECK(q.queue_chunk_stages == (up ? kQueueChunkStages : 0));
       CHECK(q.queue_down);
@@ -280,7 +283,7 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
       CHECK(q.cta_align == a.cta_align);
     }
     CHECK(a.queue_chunk_stages == 0);
-    const MoePlan n = plan_moe(d, "mma_no_queue", kSms);
+    const MoePlan n = plan_moe_variant(d, "mma_no_queue", kSms);
     CHECK_FALSE(n.queue_down);
     CHECK(n.tile_rows_up == a.tile_rows_up);
     CHECK(n.tile_rows_down == a.tile_rows_down);
@@ -302,24 +305,26 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
     // GEMM 2 reading h unit by unit always, or never: the default otherwise.
     for (const char* v : {"mma_h_flags", "mma_h_grid"}) {
       CAPTURE(v);
-      const MoePlan f = plan_moe(d, v, kSms);
+      const MoePlan f = plan_moe_variant(d, v, kSms);
       CHECK(f.h_flags == (std::string(v) == "mma_h_flags"));
       same_schedule(f);
     }
     // The kernels without the producer warp, and GEMM 1 on its queue, never publish.
-    for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"}) CHECK_FALSE(plan_moe(d, v, kSms).h_flags);
+    for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"})
+      CHECK_FALSE(plan_moe_variant(d, v, kSms).h_flags);
     // GEMM 1's units start at groups of their own by default where they are
     // whole (not on stream-K), always or never in the variants; nothing else
     // changes. Never without the producer warp or on GEMM 1's queue.
     CHECK(a.rotate_up == !a.stream_k_up);
     for (const char* v : {"mma_rotate", "mma_no_rotate"}) {
       CAPTURE(v);
-      const MoePlan r = plan_moe(d, v, kSms);
+      const MoePlan r = plan_moe_variant(d, v, kSms);
       CHECK(r.rotate_up == (std::string(v) == "mma_rotate"));
       CHECK(r.h_flags == a.h_flags);
       same_schedule(r);
     }
-    for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"}) CHECK_FALSE(plan_moe(d, v, kSms).rotate_up);
+    for (const char* v : {"mma", "mma_cta_copies", "mma_queue", "gemv"})
+      CHECK_FALSE(plan_moe_variant(d, v, kSms).rotate_up);
   }
   // The default reads h unit by unit where GEMM 1's expected units make a
   // wave of CTAs or more: qwen3 M=1 (8 blocks x 24 units of 64 rows, 192 of
@@ -338,16 +343,56 @@ TEST_CASE("moe plan: variants, tile rows and invalid dims") {
         MoeDims{32, 7168, 2048, 256, 32, 8, 5}, MoeDims{128, 7168, 2048, 256, 32, 8, 0}, mixtral1, mixtral64}) {
     CAPTURE(d.M);
     CHECK(plan_moe(d, "default", kSms).queue_down);
-    CHECK_FALSE(plan_moe(d, "mma_cta_copies", kSms).queue_down);
+    CHECK_FALSE(plan_moe_variant(d, "mma_cta_copies", kSms).queue_down);
   }
   CHECK_FALSE(plan_moe(qwen3_1, "default", kSms).queue_down);
   CHECK_FALSE(plan_moe(MoeDims{8, 7168, 2048, 256, 32, 8, 0}, "default", kSms).queue_down);
-  CHECK_FALSE(plan_moe(MoeDims{16, 2048, 768, 128, 128, 8, 0}, "mma_ws4", kSms).queue_down);  // blocks of 8: 4 CTAs
-  CHECK(plan_moe(qwen3_1, "mma_queue_down", kSms).queue_down);
-  CHECK_THROWS_AS(plan_moe(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
-  CHECK_THROWS_AS(plan_moe(mixtral1, "nonsense", kSms), std::invalid_argument);
+  CHECK_FALSE(
+      plan_moe_variant(MoeDims{16, 2048, 768, 128, 128, 8, 0}, "mma_ws4", kSms).queue_down);  // blocks of 8: 4 CTAs
+  CHECK(plan_moe_variant(qwen3_1, "mma_queue_down", kSms).queue_down);
+  CHECK_THROWS_AS(plan_moe_variant(MoeDims{300, 256, 128, 8, 8, 2, 0}, "mma_rows128", kSms), std::invalid_argument);
+  CHECK_THROWS_AS(plan_moe_variant(mixtral1, "nonsense", kSms), std::invalid_argument);
+  // The upload plans its own variants only.
+  for (const std::string& v : dev_moe_plan_names()) CHECK_THROWS_AS(plan_moe(mixtral1, v, kSms), std::invalid_argument);
   const MoeDims bad[] = {{0, 256, 256, 8, 8, 2, 0},  {4, 200, 256, 8, 8, 2, 0},  {4, 256, 100, 8, 8, 2, 0},
                          {4, 256, 256, 8, 3, 2, 0},  {4, 256, 256, 8, 8, 9, 0},  {4, 256, 256, 8, 8, 0, 0},
                          {4, 256, 256, 16, 4, 2, 4}, {4, 256, 256, 16, 4, 2, -1}};
   for (const MoeDims& d : bad) CHECK_THROWS_AS(plan_moe(d, "default", kSms), std::invalid_argument);
+}
+
+// Every variant's plan, field by field, over a sweep of dims and SM counts, folded into one FNV-1a
+// digest. The value is the plans' when the dev variants' plans were split off the upload's
+// (dev/moe_plans.cpp); a change to any plan changes it. A deliberate change updates it.
+TEST_CASE("moe plans of every variant are pinned") {
+  std::vector<std::string> names = {"default", "gemv"};
+  for (const std::string& v : dev_moe_plan_names()) names.push_back(v);
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](long long v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ uint64_t(v & 0xff)) * 1099511628211ull;
+  };
+  int plans = 0;
+  for (int M : {1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 100, 128, 256, 300, 1000, 4096})
+    for (const MoeDims& shape : {MoeDims{0, 2048, 768, 128, 128, 8, 0}, MoeDims{0, 7168, 2048, 256, 32, 8, 5},
+                                 MoeDims{0, 4096, 14336, 8, 8, 2, 0}, MoeDims{0, 256, 384, 16, 4, 3, 2},
+                                 MoeDims{0, 4096, 1536, 64, 16, 6, 3}, MoeDims{0, 3968, 1408, 8, 2, 2, 1}})
+      for (int sms : {78, 114, 132})
+        for (const std::string& v : names) {
+          MoeDims d = shape;
+          d.M = M;
+          ++plans;
+          try {
+            const MoePlan p = plan_moe_variant(d, v, sms);
+            for (long long f : {(long long)p.kernel, (long long)p.pdl, (long long)p.block_tokens,
+                                (long long)p.max_blocks, (long long)p.tile_rows_up, (long long)p.tile_rows_down,
+                                (long long)p.ctas_up, (long long)p.ctas_down, (long long)p.splits_down,
+                                (long long)p.stream_k_up, (long long)p.unit_contiguous, (long long)p.warp_specialized,
+                                (long long)p.deferred_combine, (long long)p.cta_align, (long long)p.queue_chunk_stages,
+                                (long long)p.queue_down, (long long)p.h_flags, (long long)p.rotate_up})
+              mix(f);
+          } catch (const std::invalid_argument&) {
+            mix(-1);  // mma_rows128 with blocks of 64
+          }
+        }
+  CHECK(plans == 18 * 6 * 3 * 21);
+  CHECK(h == 0xc022de88db7a93e5ull);
 }
