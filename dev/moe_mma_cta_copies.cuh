@@ -4,6 +4,7 @@
 // it: here a slow warp holds the copies back and the copies the MMAs (docs/perf-log.md, round 9).
 #pragma once
 
+#include "dev/async_copy.cuh"
 #include "submission/moe_gemm_epilogue.cuh"
 
 namespace submission::moe {

@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "submission/async_copy.cuh"
+#include "dev/async_copy.cuh"
 #include "submission/mma_bf16.cuh"
 #include "submission/small_m_direct.cuh"
 

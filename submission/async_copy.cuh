@@ -1,6 +1,7 @@
 // PTX wrappers for the kernels' asynchronous global -> shared copies (sm_90):
 // cp.async (per thread, 16 bytes), bulk copies (the TMA's non-tensor form)
-// and the mbarriers that say when copies have landed.
+// and the mbarriers that say when copies have landed. dev/async_copy.cuh adds
+// the forms only dev/'s kernels use.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,7 +20,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>  // N: groups this thread may leave in flight
 __device__ __forceinline__ void cp_async_wait() {
@@ -70,15 +70,9 @@ __device__ __forceinline__ bool mbar_test(uint64_t* bar, unsigned parity) {
 }
 
 // Global -> shared copy by the copy engine of `bytes` (a multiple of 16, both
-// addresses 16-byte aligned); completes `bytes` on `bar`. The CTA's own shared
-// address is valid in the shared::cluster window without a cluster.
-__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_addr(smem)),
-               "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-// The same with an L2 cache policy (l2_evict_first_policy).
+// addresses 16-byte aligned) under an L2 cache policy (l2_evict_first_policy);
+// completes `bytes` on `bar`. The CTA's own shared address is valid in the
+// shared::cluster window without a cluster.
 __device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar,
                                           uint64_t policy) {
   asm volatile(
@@ -93,12 +87,6 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
-}
-// Orders this thread's view of shared memory (generic-proxy reads of a slot,
-// made complete by a preceding barrier) before an async-proxy write that
-// refills it.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 }  // namespace submission
