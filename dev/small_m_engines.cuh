@@ -174,6 +174,32 @@ class ClusterEngine {
   std::unique_ptr<Engine<Rows, Epi>> fallback_;
 };
 
+// The direct kernel's weights as W is, one tile per block (direct_mma): rows wa and wb (nullptr
+// past the last row), K long. A warp's load touches 8 rows, 64 bytes of each.
+struct RowMajorWeights {
+  static constexpr int kTiles = 1;
+  const bf16* wa;
+  const bf16* wb;
+  int K;
+  __device__ __forceinline__ void load(int chunk, bool in, uint4 (&a)[1], uint4 (&b)[1]) const {
+    const int k = chunk * direct::kChunkK + (threadIdx.x % 4) * 8;
+    in = in && k < K;
+    a[0] = direct::load_readonly(wa + k, in && wa != nullptr);
+    b[0] = direct::load_readonly(wb + k, in && wb != nullptr);
+  }
+};
+// direct_gemm_kernel's Source for W as it is: rows g and g + 8 of the block's tile, in order.
+struct RowMajorSource {
+  static constexpr bool kRotated = false;
+  template <int Tiles>  // 16-row weight tiles per block: 1
+  __device__ static RowMajorWeights weights(const bf16* W, const uint4*, const direct::TileStrides&, int N, int K) {
+    static_assert(Tiles == 1, "direct: W as it is, one tile per block");
+    const int tid = threadIdx.x, g = tid % 32 / 4, n0 = blockIdx.x * 16;
+    const int ra = n0 + g, rb = n0 + g + 8;
+    return {ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
+  }
+};
+
 template <class Rows, class Epi>  // as Engine's
 class DirectUnpackedEngine {
  public:
@@ -186,10 +212,10 @@ class DirectUnpackedEngine {
 
   void run(const Rows& rows, const Epi& epi, cudaStream_t stream) const {
     using Kernel = void (*)(const bf16*, const uint4*, direct::TileStrides, Rows, Epi, int, int, int);
-    const Kernel kernel = ng_ == 1   ? direct_gemm_kernel<1, 1, false, false, Rows, Epi>
-                          : ng_ == 2 ? direct_gemm_kernel<2, 1, false, false, Rows, Epi>
-                          : ng_ == 3 ? direct_gemm_kernel<3, 1, false, false, Rows, Epi>
-                                     : direct_gemm_kernel<4, 1, false, false, Rows, Epi>;
+    const Kernel kernel = ng_ == 1   ? direct_gemm_kernel<1, 1, RowMajorSource, false, Rows, Epi>
+                          : ng_ == 2 ? direct_gemm_kernel<2, 1, RowMajorSource, false, Rows, Epi>
+                          : ng_ == 3 ? direct_gemm_kernel<3, 1, RowMajorSource, false, Rows, Epi>
+                                     : direct_gemm_kernel<4, 1, RowMajorSource, false, Rows, Epi>;
     kernel<<<dim3((N_ + 15) / 16, m_chunks_), kDirectWarps * 32, 0, stream>>>(W_, nullptr, direct::TileStrides{}, rows,
                                                                               epi, M_, N_, K_);
     SUBMISSION_CUDA(cudaGetLastError());

@@ -71,25 +71,11 @@ __device__ __forceinline__ uint4 load_shared_readonly(const __nv_bfloat16* p, bo
 
 // Where a lane's weight fragments come from, chunk by chunk (load(chunk, in, a, b): for each of
 // the warp's kTiles tiles r, rows g and g + 8 of it into a[r] and b[r], k = 32 chunk + 8q .. +7,
-// zeros where !in).
-//   RowMajor: W as it is, rows wa and wb (nullptr past the last row), K long; one tile. A warp's
-//     load touches 8 rows, 64 bytes of each.
-//   PackedTiles: each tile's fragments in the order the warps read them, [chunk][row half][lane]
-//     16-byte pieces (pack_tiles), zero-padded: a warp's load is 512 contiguous bytes. Tiles
-//     consecutive tiles from `tile` on, of which the first `count` exist (the rest read as
-//     zeros); tile_pieces and chunk_pieces are the strides of pack_tiles' TileOrder.
-struct RowMajorWeights {
-  static constexpr int kTiles = 1;
-  const __nv_bfloat16* wa;
-  const __nv_bfloat16* wb;
-  int K;
-  __device__ __forceinline__ void load(int chunk, bool in, uint4 (&a)[1], uint4 (&b)[1]) const {
-    const int k = chunk * kChunkK + (threadIdx.x % 4) * 8;
-    in = in && k < K;
-    a[0] = load_readonly(wa + k, in && wa != nullptr);
-    b[0] = load_readonly(wb + k, in && wb != nullptr);
-  }
-};
+// zeros where !in). PackedTiles: each tile's fragments in the order the warps read them,
+// [chunk][row half][lane] 16-byte pieces (pack_tiles), zero-padded: a warp's load is 512
+// contiguous bytes, where rows of W as they are gave it 64 bytes of each of 8 rows. Tiles
+// consecutive tiles from `tile` on, of which the first `count` exist (the rest read as zeros);
+// tile_pieces and chunk_pieces are the strides of pack_tiles' TileOrder.
 template <int Tiles>  // Tiles: 16-row tiles per warp
 struct PackedTiles {
   static constexpr int kTiles = Tiles;
@@ -171,8 +157,7 @@ __device__ __forceinline__ void mma_batch(const uint4 (&a)[Batch][Tiles], const 
 // bounds must leave ptxas the registers to keep the loads ahead of the MMAs. A warp whose
 // chunks fit one batch issues it and multiplies, nothing more. kOneBatch: the caller knows they
 // do (end - first <= Batch * stride), and the loop is not compiled: after an L2 flush the
-// kernel's code comes from DRAM too (docs/perf-log.md, round 85), and without the loop, with
-// two MMA chains, the pooler at K = 1024 ran 0-0.13 us faster (round 87). kRotated: w is packed
+// kernel's code comes from DRAM too (docs/perf-log.md, rounds 85 and 87). kRotated: w is packed
 // in the block's walk, slot s holding chunk s ^ rot (TileStrides), and the token chunks follow
 // it; a template argument, so that the callers that never rotate (the router) carry nothing.
 // TokenTiles: 8-token tiles, Batch: chunks per batch, kOneBatch: no loop, kRotated: rotated walk
@@ -244,7 +229,7 @@ enum class TileOrder { tile_major, chunk_major };
 // chunks the block's warps take at a time, the blocks in step then ask L2 for rot_parts different
 // groups of token chunks instead of one (docs/perf-log.md, round 89), and their weights, packed
 // in that order, stay one region. A mask, not an offset that wraps: no compare and select before
-// every token load (the wrapping form ran the pooler at H = 4096 1-1.3% slower, dense the same).
+// every token load.
 // The masks keep every slot inside K where the chunks are whole runs of rot_parts * rot_group;
 // elsewhere fewer parts. Both powers of two. Worked out here, on the host: two integer divisions
 // in the kernel delayed its first weight loads.

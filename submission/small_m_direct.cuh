@@ -20,8 +20,8 @@ __host__ __device__ constexpr int acc_token(int j, int t, int i) { return 8 * j 
 // Where partial (row n, token m) of a warp's tiles sits in the shared memory the warps meet in:
 // token-major, so that the sum reads and stores consecutive rows of one token (coalesced in out),
 // with each token row's rows XOR-swizzled by (m & 3) << 2 (within 16 rows, so rows = 16 Tiles
-// holds it). A warp's accumulator stores (8 rows by 4 token pairs) then take two wavefronts; row
-// by row they took up to eight, ~1 us at 32 tokens, with the last weight byte already in.
+// holds it). A warp's accumulator stores (8 rows by 4 token pairs) then take two wavefronts, not
+// up to eight (docs/perf-log.md, round 56).
 __host__ __device__ constexpr int direct_partial_index(int n, int m, int rows) {
   return m * rows + (n ^ ((m & 3) << 2));
 }
@@ -42,6 +42,18 @@ constexpr bool direct_partial_index_is_permutation() {
 static_assert(direct_partial_index_is_permutation(),
               "direct_partial_index must place every partial of a warp's tiles once");
 
+// Where a block's weights come from (the kernel's Source): the tiles of the packed copy
+// (direct::pack_tiles) from the block's first on, walked in the block's rotated order.
+struct PackedSource {
+  static constexpr bool kRotated = true;
+  template <int Tiles>  // 16-row weight tiles per block
+  __device__ static direct::PackedTiles<Tiles> weights(const bf16*, const uint4* packed, const direct::TileStrides& st,
+                                                       int N, int) {
+    return {packed + blockIdx.x * Tiles * st.tile_pieces, st.tile_pieces,
+            min(Tiles, (N + 15) / 16 - int(blockIdx.x) * Tiles), st.chunk_pieces};
+  }
+};
+
 // The block's warps take every kDirectWarps-th 32-wide chunk of K, two batches in flight per
 // warp, and meet in shared memory in warp order (deterministic): no partials, fence or election
 // after the last byte. Grid (ceil(N / (16 Tiles)), ceil(M / (8 TokenGroups))). One tile: two
@@ -49,15 +61,14 @@ static_assert(direct_partial_index_is_permutation(),
 // one block per SM for their registers.
 template <int TokenGroups,  // groups of 8 tokens per block (the MMA's N side): 1..4
           int Tiles,        // 16-row weight tiles per block: 1..kDirectMaxTiles
-          bool kPacked,     // weights from direct::pack_tiles' copy, else W as it is (Tiles == 1)
+          class Source,     // where the weights come from: weights<Tiles>(W, packed, strides, N, K), kRotated
           bool kOneBatch,   // every warp's chunks fit one batch: no loop (direct::warp_gemm)
           class Rows,       // where token row m starts (small_m_rows.cuh)
           class Epi>        // bias and store of an output (small_m_rows.cuh)
 __global__ void __launch_bounds__(kDirectWarps * 32, Tiles == 1 ? 2 : 1)
     direct_gemm_kernel(const bf16* __restrict__ W, const uint4* __restrict__ packed, direct::TileStrides strides,
                        const Rows rows, const Epi epi, int M, int N, int K) {
-  static_assert(Tiles >= 1 && Tiles <= kDirectMaxTiles && (kPacked || Tiles == 1), "direct: Tiles tiles of packed W");
-  static_assert(kPacked || !kOneBatch, "direct: the one-batch kernels read the packed copy");
+  static_assert(Tiles >= 1 && Tiles <= kDirectMaxTiles, "direct: Tiles tiles of W");
   constexpr int kCols = 8 * TokenGroups, kRows = 16 * Tiles, kBlockTile = kRows * kCols;
   constexpr int kOuts = (kBlockTile + kDirectWarps * 32 - 1) / (kDirectWarps * 32);  // outputs per thread
   __shared__ float tiles[kDirectWarps * kBlockTile];
@@ -85,16 +96,9 @@ __global__ void __launch_bounds__(kDirectWarps * 32, Tiles == 1 ? 2 : 1)
   };
   const int chunks = (K + direct::kChunkK - 1) / direct::kChunkK;
   float acc[Tiles * TokenGroups][4] = {};
-  if constexpr (kPacked) {
-    const direct::PackedTiles<Tiles> w{packed + blockIdx.x * Tiles * strides.tile_pieces, strides.tile_pieces,
-                                       min(Tiles, (N + 15) / 16 - int(blockIdx.x) * Tiles), strides.chunk_pieces};
-    direct::warp_gemm<TokenGroups, direct_batch(TokenGroups, Tiles), kOneBatch, true>(
-        w, token_rows, K, warp, chunks, kDirectWarps, acc, strides.rotation(blockIdx.x));
-  } else {
-    const int ra = n0 + g, rb = n0 + g + 8;
-    const direct::RowMajorWeights w{ra < N ? W + size_t(ra) * K : nullptr, rb < N ? W + size_t(rb) * K : nullptr, K};
-    direct::warp_gemm<TokenGroups, direct_batch(TokenGroups, Tiles)>(w, token_rows, K, warp, chunks, kDirectWarps, acc);
-  }
+  const auto w = Source::template weights<Tiles>(W, packed, strides, N, K);
+  direct::warp_gemm<TokenGroups, direct_batch(TokenGroups, Tiles), kOneBatch, Source::kRotated>(
+      w, token_rows, K, warp, chunks, kDirectWarps, acc, strides.rotation(blockIdx.x));
   // Row r 16 + g (+ 8) of the block's tiles, token column acc_token.
 #pragma unroll
   for (int r = 0; r < Tiles; ++r)

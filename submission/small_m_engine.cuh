@@ -43,10 +43,10 @@ class Engine {
   template <int Tiles,       // 16-row weight tiles per block
             bool kOneBatch>  // every warp's chunks fit one batch
   static DirectKernel direct_kernel_for(int ng) {
-    return ng == 1   ? direct_gemm_kernel<1, Tiles, true, kOneBatch, Rows, Epi>
-           : ng == 2 ? direct_gemm_kernel<2, Tiles, true, kOneBatch, Rows, Epi>
-           : ng == 3 ? direct_gemm_kernel<3, Tiles, true, kOneBatch, Rows, Epi>
-                     : direct_gemm_kernel<4, Tiles, true, kOneBatch, Rows, Epi>;
+    return ng == 1   ? direct_gemm_kernel<1, Tiles, PackedSource, kOneBatch, Rows, Epi>
+           : ng == 2 ? direct_gemm_kernel<2, Tiles, PackedSource, kOneBatch, Rows, Epi>
+           : ng == 3 ? direct_gemm_kernel<3, Tiles, PackedSource, kOneBatch, Rows, Epi>
+                     : direct_gemm_kernel<4, Tiles, PackedSource, kOneBatch, Rows, Epi>;
   }
   template <int Tiles>  // 16-row weight tiles per block
   static DirectKernel direct_kernel_for(int ng, int K) {
