@@ -116,13 +116,14 @@ MOE_HD size_t tile_group_index(size_t tile, int group, int groups, int pack) {
 }
 
 // The 32-bit word offsets of tile-group (tile, group)'s codes and scales, in
-// one of two layouts, both in tile_group_index's order. Apart: codes
-// [tile-group][256 words] and scales [tile-group][8 words], two arrays.
+// one of two layouts, both in tile_group_index's order. Apart (dev/'s
+// CTA-copies kernel): codes [tile-group][256 words] and scales
+// [tile-group][8 words], two arrays.
 // Stage-packed (the warp-specialised kernels): one array in which each
 // (pack, group) holds its tiles' codes, then their scales, the order of a
 // stage in shared memory, so that with packs of a unit's tiles a stage is
 // one contiguous run and the producer warp fetches it with one bulk copy,
-// not two (a stage's issue is on the producer's path: 0.3-1.8% per shape).
+// not two (a stage's issue is on the producer's path: docs/perf-log.md, round 63).
 struct TileGroupWords {
   size_t codes, scales;
 };
@@ -162,7 +163,6 @@ MOE_HD uint32_t repacked_scale_word(const uint16_t* scales, int K, int I, bool w
 constexpr uint32_t kBf16Pair128 = 0x43004300u;
 constexpr uint32_t kBf16Pair136 = 0x43084308u;
 constexpr uint32_t kBf16PairMinus136 = 0xC308C308u;
-MOE_HD uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) { return ((word >> (4 * j)) & 0x000f000fu) | kBf16Pair128; }
 
 // Activation stage in shared memory: for each k32 piece p, `tokens` rows of
 // 64 bytes (32 bf16). 16-byte chunk c of a group (elements 8c..8c+7) of slot s

@@ -17,6 +17,14 @@
 
 using namespace submission::moe;
 
+namespace {
+
+// One register of the kernels' dequantisation (moe_ptx.cuh: biased_word): the codes in nibbles j
+// and j+4 of a repacked word as the bf16 pair (128 + q_j, 128 + q_j+4).
+uint32_t nibble_pair_as_bf16x2(uint32_t word, int j) { return ((word >> (4 * j)) & 0x000f000fu) | kBf16Pair128; }
+
+}  // namespace
+
 TEST_CASE("moe aligned routing: the five arrays tile aligned_routes_ints ints in order") {
   // A GEMM CTA reserves exactly aligned_routes_ints ints of shared memory for
   // its own alignment (cta_align) and the workspace is sized by it: the layout
