@@ -13,7 +13,7 @@ namespace submission::moe {
 constexpr int kWsThreads = kMmaThreads + 32;  // 4 MMA warps, then the producer warp
 
 // CtasPerSm: 3, or 4 where the MMA warps fit 96 registers
-// (ws_max_ctas_per_sm in moe_plan.h).
+// (ws_max_ctas_per_sm in dev/moe_plans.h; the upload runs 3).
 // TokenTiles: 8-token tiles, WarpTiles: 16-row tiles per warp, CtasPerSm: CTAs per SM
 template <int TokenTiles, int WarpTiles, int CtasPerSm>
 struct WsPipeline {

@@ -15,7 +15,7 @@
 // moe_gemm_epilogue.cuh). The default GEMMs are the warp-specialised kernels of
 // moe_mma_ws.cuh.
 // Variants: default, and gemv (the CUDA-core fallback); dev/moe_w4a16.cu holds
-// the others, plans of moe_plan.cpp on kernels dev/ instantiates.
+// the others, plans of dev/moe_plans.cpp on kernels dev/ instantiates.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
