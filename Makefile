@@ -37,7 +37,7 @@ LIB_CU_FIRST := $(filter dev/%,$(LIB_CU)) $(filter submission/%,$(LIB_CU)) $(fil
 LIB_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(LIB_CU_FIRST) $(filter-out $(MAIN),$(LIB_CPP)))
 CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))
 GPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/gpu_*.cu tests/gpu_*.cpp))
-TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu))
+TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu tests/bad_kernels/*.cpp))
 
 .PHONY: all deps score test check sanitize package clean print-nvccflags FORCE
 all: $(BUILD)/scorer $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
@@ -96,7 +96,7 @@ sanitize: deps
 
 # One entry per source with the flags its rule compiles it with, for clangd and
 # clang-tidy (no build needed).
-ALL_SRC := $(LIB_CPP) $(MAIN) $(wildcard tests/cpu_*.cpp) $(LIB_CU) $(wildcard tests/gpu_*.cu tests/bad_kernels/*.cu)
+ALL_SRC := $(LIB_CPP) $(MAIN) $(LIB_CU) $(wildcard tests/*.cpp tests/gpu_*.cu tests/bad_kernels/*.cu tests/bad_kernels/*.cpp)
 compile_commands.json: Makefile
 	@{ echo '['; sep=''; \
 	  for f in $(ALL_SRC); do \

@@ -57,7 +57,7 @@ inline Bf16Tolerance moe_tolerance() { return Bf16Tolerance{}; }
 // the submission's bounds (the MoE baselines, with bf16-dequantized weights
 // and bf16 intermediates, reach ~0.5% relative L2 with single elements past
 // 2% of rms(ref)). The dense and pooler baselines, with exact weights, meet
-// the submission's bounds as well (tests/gpu_reference.cu holds them to them).
+// the submission's bounds as well (tests/gpu_reference.cpp holds them to them).
 inline Bf16Tolerance baseline_tolerance() {
   Bf16Tolerance t;
   t.rel_l2 = 1e-2;

@@ -46,7 +46,7 @@ struct Simulation {
       : rows(s.op == scorer::Op::pooler ? s.B : s.M),
         K(s.op == scorer::Op::pooler ? s.H : s.K),
         pooler(s.op == scorer::Op::pooler) {
-    // dense: W ~ N(0, 1/K); pooler: W ~ N(0, 1/H), bias ~ N(0, 0.1^2) (scorer/*_case.cu)
+    // dense: W ~ N(0, 1/K); pooler: W ~ N(0, 1/H), bias ~ N(0, 0.1^2) (scorer/*_case.cpp)
     X = as_float(normal_bf16(size_t(rows) * K, 1.0, rng));
     W_bits = normal_bf16(size_t(kColumns) * K, 1.0 / std::sqrt(double(K)), rng);
     W = as_float(W_bits);

@@ -9,7 +9,7 @@
 
 #include "tests/gpu_test_util.h"
 
-int bad_kernel_child_main(const std::string& scenario, const std::string& shape);  // gpu_bad_kernels.cu
+int bad_kernel_child_main(const std::string& scenario, const std::string& shape);  // gpu_bad_kernels.cpp
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--bad-kernel-child") == 0) return bad_kernel_child_main(argv[2], argv[3]);

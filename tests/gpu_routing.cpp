@@ -1,5 +1,5 @@
 // The MoE routing is redrawn for every call (scorer/workload.h): a kernel that
-// keeps its first call's routing (tests/bad_kernels/cached_routing.cu) fails
+// keeps its first call's routing (tests/bad_kernels/cached_routing.cpp) fails
 // every public moe shape, uniform, zipf and trace alike, while the same
 // wrapper copying each call's routing passes.
 #include <doctest/doctest.h>
