@@ -5,7 +5,7 @@
 #pragma once
 
 #include <functional>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // includers that build a json value include the full header
 #include <ostream>
 #include <string>
 #include <vector>

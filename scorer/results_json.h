@@ -4,7 +4,9 @@
 // over the target), so a crash never leaves half a file.
 #pragma once
 
-#include <nlohmann/json.hpp>
+// The forward declarations: most includers load and save runs and never touch
+// a json value, and the full header is a third of their compile time.
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "results.h"

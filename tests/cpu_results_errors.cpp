@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "scorer/results_json.h"

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "scorer/results_json.h"
 #include "scorer/shape_child.h"
