@@ -35,9 +35,16 @@ MAIN    := scorer/main.cpp
 # build does not end on one of them alone.
 LIB_CU_FIRST := $(filter dev/%,$(LIB_CU)) $(filter submission/%,$(LIB_CU)) $(filter-out dev/% submission/%,$(LIB_CU))
 LIB_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(LIB_CU_FIRST) $(filter-out $(MAIN),$(LIB_CPP)))
+# doctest's implementation: one object linked into both suites.
+DOCTEST_OBJ := $(BUILD)/obj/tests/doctest_impl.cpp.o
 CPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/cpu_*.cpp))
 GPU_TEST_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/gpu_*.cu tests/gpu_*.cpp))
 TEST_KERNEL_OBJ := $(patsubst %,$(BUILD)/obj/%.o,$(wildcard tests/bad_kernels/*.cu tests/bad_kernels/*.cpp))
+
+# The suites' asserts without a try/catch each: a fifth less compile time; an
+# exception an assert throws still fails its test case, it just ends it too.
+TEST_DEFS := -DDOCTEST_CONFIG_SUPER_FAST_ASSERTS
+defs_of = $(if $(filter tests/%,$(1)),$(TEST_DEFS))
 
 .PHONY: all deps score test check sanitize package clean print-nvccflags FORCE
 all: $(BUILD)/scorer $(BUILD)/tests/cpu_tests $(BUILD)/tests/gpu_tests
@@ -53,11 +60,11 @@ $(BUILD)/gen/build_info.h: FORCE
 
 $(BUILD)/obj/%.cpp.o: %.cpp | $(BUILD)/gen/build_info.h
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+	$(CXX) $(CXXFLAGS) $(call defs_of,$<) $(INCLUDES) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu | $(BUILD)/gen/build_info.h
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(call defs_of,$<) $(INCLUDES) -MMD -MP -c $< -o $@
 
 $(BUILD)/libscorer.a: $(LIB_OBJ)
 	@rm -f $@
@@ -66,11 +73,11 @@ $(BUILD)/libscorer.a: $(LIB_OBJ)
 $(BUILD)/scorer: $(BUILD)/obj/$(MAIN).o $(BUILD)/libscorer.a
 	$(NVCC) $(GPU_ARCH) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/cpu_tests: $(CPU_TEST_OBJ) $(BUILD)/libscorer.a
+$(BUILD)/tests/cpu_tests: $(CPU_TEST_OBJ) $(DOCTEST_OBJ) $(BUILD)/libscorer.a
 	@mkdir -p $(@D)
 	$(NVCC) $(GPU_ARCH) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/gpu_tests: $(GPU_TEST_OBJ) $(TEST_KERNEL_OBJ) $(BUILD)/libscorer.a
+$(BUILD)/tests/gpu_tests: $(GPU_TEST_OBJ) $(TEST_KERNEL_OBJ) $(DOCTEST_OBJ) $(BUILD)/libscorer.a
 	@mkdir -p $(@D)
 	$(NVCC) $(GPU_ARCH) $^ $(LDLIBS) -o $@
 
@@ -100,14 +107,15 @@ ALL_SRC := $(LIB_CPP) $(MAIN) $(LIB_CU) $(wildcard tests/*.cpp tests/gpu_*.cu te
 compile_commands.json: Makefile
 	@{ echo '['; sep=''; \
 	  for f in $(ALL_SRC); do \
-	    case $$f in *.cu) cmd='$(NVCC) $(NVCCFLAGS) $(INCLUDES)';; *) cmd='$(CXX) $(CXXFLAGS) $(INCLUDES)';; esac; \
+	    case $$f in tests/*) defs='$(TEST_DEFS)';; *) defs='';; esac; \
+	    case $$f in *.cu) cmd="$(NVCC) $(NVCCFLAGS) $$defs $(INCLUDES)";; *) cmd="$(CXX) $(CXXFLAGS) $$defs $(INCLUDES)";; esac; \
 	    printf '%s  {"directory": "%s", "file": "%s", "command": "%s -c %s -o %s"}' "$$sep" "$(CURDIR)" "$$f" "$$cmd" "$$f" "$(BUILD)/obj/$$f.o"; \
 	    sep=$$(printf ',\n'); \
 	  done; echo; echo ']'; } > $@
 
-# The flags a .cu file compiles with (scripts/kernel-cubins).
+# The flags a .cu file compiles with (scripts/kernel-cubins): make print-nvccflags F=FILE.
 print-nvccflags:
-	@echo $(NVCCFLAGS) $(INCLUDES)
+	@echo $(NVCCFLAGS) $(call defs_of,$(F)) $(INCLUDES)
 
 package: deps
 	@$(MAKE) --no-print-directory $(BUILD)/scorer

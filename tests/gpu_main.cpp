@@ -1,6 +1,5 @@
 // The GPU suites. Without a usable CUDA device every case is skipped with one
 // line saying why, so that CI machines without a GPU still pass.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstdio>
