@@ -186,5 +186,19 @@ void fail_syntax(const std::string& text, const std::string& path, const std::st
                    syntax_reason(what));
 }
 
+void check_times(Obj& o, const char* key, const std::vector<double>& v) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(v[i] >= kMinTimeUs && v[i] <= kMaxTimeUs))
+      o.fail(key, "trial " + std::to_string(i + 1) + " is " + json(v[i]).dump() +
+                      ": a time is a number of µs in [0.001, 1e11]");
+}
+
+void check_durations(Obj& o, const char* key, const std::vector<double>& v) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(v[i] >= 0 && v[i] <= kMaxTimeUs))
+      o.fail(key, "value " + std::to_string(i + 1) + " is " + json(v[i]).dump() +
+                      ": a duration is a number of µs in [0, 1e11]");
+}
+
 }  // namespace json_in
 }  // namespace scorer

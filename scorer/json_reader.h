@@ -93,26 +93,6 @@ class Obj {
     if (!v.is_number_unsigned() && v.get<int64_t>() < 0) fail(key, "expected an unsigned integer");
     return v.get<uint64_t>();
   }
-  // Trial times: each a finite number of µs above 0 (a time of 0, or NaN,
-  // would pass through the statistics as an undefined ratio).
-  std::vector<double> times(const char* key) {
-    std::vector<double> out = numbers(key);
-    for (size_t i = 0; i < out.size(); ++i)
-      if (!(out[i] >= kMinTimeUs && out[i] <= kMaxTimeUs))
-        fail(key, "trial " + std::to_string(i + 1) + " is " + json(out[i]).dump() +
-                      ": a time is a number of µs in [0.001, 1e11]");
-    return out;
-  }
-  // CUPTI's durations: finite and at least 0 (a call of copies alone has no
-  // kernel time).
-  std::vector<double> durations(const char* key) {
-    std::vector<double> out = numbers(key);
-    for (size_t i = 0; i < out.size(); ++i)
-      if (!(out[i] >= 0 && out[i] <= kMaxTimeUs))
-        fail(key, "value " + std::to_string(i + 1) + " is " + json(out[i]).dump() +
-                      ": a duration is a number of µs in [0, 1e11]");
-    return out;
-  }
   std::vector<double> numbers(const char* key) {
     const json& v = get_typed(key, &json::is_array, "an array of numbers");
     if (v.size() > kMaxTrials)
@@ -169,6 +149,13 @@ class Obj {
     return v;
   }
 };
+
+// Trial times: each a finite number of µs above 0 (a time of 0, or NaN,
+// would pass through the statistics as an undefined ratio).
+void check_times(Obj& o, const char* key, const std::vector<double>& v);
+// CUPTI's durations: finite and at least 0 (a call of copies alone has no
+// kernel time).
+void check_durations(Obj& o, const char* key, const std::vector<double>& v);
 
 // Reads each element of an array field as an object.
 template <class T, class F>

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "scorer/file_io.h"
-#include "scorer/json_reader.h"
+#include "scorer/json_fields.h"
 #include "scorer/stats.h"
 
 namespace scorer {
@@ -16,7 +16,44 @@ namespace {
 
 using namespace json_in;
 
-json interval_to_json(const Interval& i) { return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}}; }
+constexpr auto kGpuFields = std::make_tuple(
+    field("uuid", &GpuInfo::uuid), field("name", &GpuInfo::name), field("host", &GpuInfo::host),
+    field("device", &GpuInfo::device), field("sm_clock_mhz", &GpuInfo::sm_clock_mhz),
+    field("mem_clock_mhz", &GpuInfo::mem_clock_mhz), field("copy_gbps", &GpuInfo::copy_gbps),
+    field("empty_launch_us", &GpuInfo::empty_launch_us), field("matrix_tflops", &GpuInfo::matrix_tflops));
+
+constexpr auto kShardUnitFields =
+    std::make_tuple(field("shape", &ShardUnit::shape), field("replicate", &ShardUnit::replicate),
+                    field("scored", &ShardUnit::scored), field("bytes", &ShardUnit::bytes),
+                    field("flops", &ShardUnit::flops), field("raw_limit_us", &ShardUnit::raw_limit_us));
+
+constexpr auto kRegimeFields = std::make_tuple(
+    field("name", &RegimeResult::name), field("shapes", &RegimeResult::shapes), field("failed", &RegimeResult::failed),
+    field("speedup", &RegimeResult::speedup), field("graph_speedup", &RegimeResult::graph_speedup),
+    field("recorded_speedup", &RegimeResult::recorded_speedup));
+
+// The meta's fields in groups, as version 1 lacks some and others stand
+// between them: the build and the run's settings, the replication (version 2),
+// the device, NVML's clocks (version 2) and the rates measured at start-up.
+constexpr auto kMetaBuild =
+    std::make_tuple(field("scorer_version", &RunMeta::scorer_version), field("git_commit", &RunMeta::git_commit),
+                    field("git_dirty", &RunMeta::git_dirty), field("submission_sha256", &RunMeta::submission_sha256),
+                    field("command_line", &RunMeta::command_line), field("started_at", &RunMeta::started_at),
+                    field("shapes_path", &RunMeta::shapes_path), field("shapes_sha256", &RunMeta::shapes_sha256),
+                    field("seed", &RunMeta::seed), field("mode", &RunMeta::mode));
+constexpr auto kMetaReplication =
+    std::make_tuple(field("replicates", &RunMeta::replicates, at_least<1>), field("timer", &RunMeta::timer));
+constexpr auto kMetaDevice = std::make_tuple(
+    field("gpu_name", &RunMeta::gpu_name), field("sm_count", &RunMeta::sm_count), field("l2_bytes", &RunMeta::l2_bytes),
+    field("driver_version", &RunMeta::driver_version), field("runtime_version", &RunMeta::runtime_version),
+    field("sm_clock_mhz_start", &RunMeta::sm_clock_mhz_start), field("sm_clock_mhz_end", &RunMeta::sm_clock_mhz_end));
+constexpr auto kMetaNvml =
+    std::make_tuple(field("mem_clock_mhz_start", &RunMeta::mem_clock_mhz_start),
+                    field("mem_clock_mhz_end", &RunMeta::mem_clock_mhz_end),
+                    field("throttle_reasons", &RunMeta::throttle_reasons), field("nvml", &RunMeta::nvml));
+constexpr auto kMetaRates =
+    std::make_tuple(field("copy_gbps", &RunMeta::copy_gbps), field("matrix_tflops", &RunMeta::matrix_tflops),
+                    field("empty_launch_us", &RunMeta::empty_launch_us));
 
 ScoringRule read_scoring(Obj o) {
   ScoringRule r;
@@ -39,21 +76,6 @@ ScoringRule read_scoring(Obj o) {
   return r;
 }
 
-GpuInfo read_gpu(Obj o) {
-  GpuInfo g;
-  g.uuid = o.str("uuid");
-  g.name = o.str("name");
-  g.host = o.str("host");
-  g.device = o.integer("device");
-  g.sm_clock_mhz = o.num("sm_clock_mhz");
-  g.mem_clock_mhz = o.num("mem_clock_mhz");
-  g.copy_gbps = o.num("copy_gbps");
-  g.empty_launch_us = o.num("empty_launch_us");
-  g.matrix_tflops = o.num("matrix_tflops");
-  o.finish();
-  return g;
-}
-
 ShardInfo read_shard(const Reader& rd, Obj o) {
   ShardInfo sh;
   sh.index = o.integer("index");
@@ -62,17 +84,7 @@ ShardInfo read_shard(const Reader& rd, Obj o) {
     o.fail("index",
            "shard " + std::to_string(sh.index) + " of " + std::to_string(sh.count) + " (expected 1 <= index <= count)");
   sh.shapes = o.strings("shapes");
-  sh.units = read_array<ShardUnit>(rd, o, "units", [](Obj u) {
-    ShardUnit x;
-    x.shape = u.str("shape");
-    x.replicate = u.integer("replicate");
-    x.scored = u.boolean("scored");
-    x.bytes = u.num("bytes");
-    x.flops = u.num("flops");
-    x.raw_limit_us = u.num("raw_limit_us");
-    u.finish();
-    return x;
-  });
+  sh.units = read_array<ShardUnit>(rd, o, "units", [](Obj u) { return read_record<ShardUnit>(u, kShardUnitFields); });
   o.finish();
   return sh;
 }
@@ -85,44 +97,19 @@ RunMeta read_meta(const Reader& rd, Obj o) {
     o.fail("schema_version", "unsupported schema version " + std::to_string(m.schema_version) +
                                  " (this scorer reads versions 1 to " + std::to_string(kResultsSchemaVersion) + ")");
   const bool v1 = m.schema_version == 1;
-  m.scorer_version = o.str("scorer_version");
-  m.git_commit = o.str("git_commit");
-  m.git_dirty = o.boolean("git_dirty");
-  m.submission_sha256 = o.str("submission_sha256");
-  m.command_line = o.str("command_line");
-  m.started_at = o.str("started_at");
-  m.shapes_path = o.str("shapes_path");
-  m.shapes_sha256 = o.str("shapes_sha256");
-  m.seed = o.u64("seed");
-  m.mode = o.str("mode");
-  if (!v1) {
-    m.replicates = o.integer("replicates");
-    if (m.replicates < 1) o.fail("replicates", "must be at least 1 (got " + std::to_string(m.replicates) + ")");
-    m.timer = o.str("timer");
-  }
+  read_fields(o, m, kMetaBuild);
+  if (!v1) read_fields(o, m, kMetaReplication);
   m.interrupted = o.boolean_or("interrupted", false);
   m.variants = o.string_map("variants");
   // Added within version 2: absent, the defaults of their time.
   if (o.has("baselines")) m.baselines = o.string_map("baselines");
   if (o.has("scoring")) m.scoring = read_scoring(o.object("scoring"));
-  if (o.has("gpus")) m.gpus = read_array<GpuInfo>(rd, o, "gpus", read_gpu);
+  if (o.has("gpus"))
+    m.gpus = read_array<GpuInfo>(rd, o, "gpus", [](Obj g) { return read_record<GpuInfo>(g, kGpuFields); });
   if (o.has("shard")) m.shard = read_shard(rd, o.object("shard"));
-  m.gpu_name = o.str("gpu_name");
-  m.sm_count = o.integer("sm_count");
-  m.l2_bytes = o.integer("l2_bytes");
-  m.driver_version = o.integer("driver_version");
-  m.runtime_version = o.integer("runtime_version");
-  m.sm_clock_mhz_start = o.num("sm_clock_mhz_start");
-  m.sm_clock_mhz_end = o.num("sm_clock_mhz_end");
-  if (!v1) {
-    m.mem_clock_mhz_start = o.num("mem_clock_mhz_start");
-    m.mem_clock_mhz_end = o.num("mem_clock_mhz_end");
-    m.throttle_reasons = o.u64("throttle_reasons");
-    m.nvml = o.str("nvml");
-  }
-  m.copy_gbps = o.num("copy_gbps");
-  m.matrix_tflops = o.num("matrix_tflops");
-  m.empty_launch_us = o.num("empty_launch_us");
+  read_fields(o, m, kMetaDevice);
+  if (!v1) read_fields(o, m, kMetaNvml);
+  read_fields(o, m, kMetaRates);
   o.finish();
   return m;
 }
@@ -131,80 +118,31 @@ RunMeta read_meta(const Reader& rd, Obj o) {
 
 json results_to_json(const RunResult& run) {
   const RunMeta& m = run.meta;
-  json meta = {
-      {"schema_version", m.schema_version},
-      {"scorer_version", m.scorer_version},
-      {"git_commit", m.git_commit},
-      {"git_dirty", m.git_dirty},
-      {"submission_sha256", m.submission_sha256},
-      {"command_line", m.command_line},
-      {"started_at", m.started_at},
-      {"shapes_path", m.shapes_path},
-      {"shapes_sha256", m.shapes_sha256},
-      {"seed", m.seed},
-      {"mode", m.mode},
-      {"replicates", m.replicates},
-      {"timer", m.timer},
-      {"interrupted", m.interrupted},
-      {"variants", m.variants},
-      {"baselines", m.baselines},
-      {"scoring",
-       {{"aggregate", aggregate_name(m.scoring.aggregate)},
-        {"regime_weights", m.scoring.regime_weights},
-        {"failed_speedup", m.scoring.failed_speedup}}},
-      {"gpus", json::array()},
-      {"gpu_name", m.gpu_name},
-      {"sm_count", m.sm_count},
-      {"l2_bytes", m.l2_bytes},
-      {"driver_version", m.driver_version},
-      {"runtime_version", m.runtime_version},
-      {"sm_clock_mhz_start", m.sm_clock_mhz_start},
-      {"sm_clock_mhz_end", m.sm_clock_mhz_end},
-      {"mem_clock_mhz_start", m.mem_clock_mhz_start},
-      {"mem_clock_mhz_end", m.mem_clock_mhz_end},
-      {"throttle_reasons", m.throttle_reasons},
-      {"nvml", m.nvml},
-      {"copy_gbps", m.copy_gbps},
-      {"matrix_tflops", m.matrix_tflops},
-      {"empty_launch_us", m.empty_launch_us},
-  };
-  for (const GpuInfo& g : m.gpus)
-    meta["gpus"].push_back({{"uuid", g.uuid},
-                            {"name", g.name},
-                            {"host", g.host},
-                            {"device", g.device},
-                            {"sm_clock_mhz", g.sm_clock_mhz},
-                            {"mem_clock_mhz", g.mem_clock_mhz},
-                            {"copy_gbps", g.copy_gbps},
-                            {"empty_launch_us", g.empty_launch_us},
-                            {"matrix_tflops", g.matrix_tflops}});
+  json meta = fields_to_json(m, kMetaBuild, kMetaReplication, kMetaDevice, kMetaNvml, kMetaRates);
+  meta["schema_version"] = m.schema_version;
+  meta["interrupted"] = m.interrupted;
+  meta["variants"] = m.variants;
+  meta["baselines"] = m.baselines;
+  meta["scoring"] = {{"aggregate", aggregate_name(m.scoring.aggregate)},
+                     {"regime_weights", m.scoring.regime_weights},
+                     {"failed_speedup", m.scoring.failed_speedup}};
+  meta["gpus"] = json::array();
+  for (const GpuInfo& g : m.gpus) meta["gpus"].push_back(fields_to_json(g, kGpuFields));
   if (m.shard.index > 0) {  // a whole run has no shard field
     json units = json::array();
-    for (const ShardUnit& u : m.shard.units)
-      units.push_back({{"shape", u.shape},
-                       {"replicate", u.replicate},
-                       {"scored", u.scored},
-                       {"bytes", u.bytes},
-                       {"flops", u.flops},
-                       {"raw_limit_us", u.raw_limit_us}});
+    for (const ShardUnit& u : m.shard.units) units.push_back(fields_to_json(u, kShardUnitFields));
     meta["shard"] = {{"index", m.shard.index}, {"count", m.shard.count}, {"shapes", m.shard.shapes}, {"units", units}};
   }
   json shapes = json::array();
   for (const ShapeResult& r : run.shapes) shapes.push_back(shape_result_to_json(r));
   json regimes = json::array();
-  for (const RegimeResult& g : run.regimes)
-    regimes.push_back({{"name", g.name},
-                       {"shapes", g.shapes},
-                       {"failed", g.failed},
-                       {"speedup", interval_to_json(g.speedup)},
-                       {"graph_speedup", interval_to_json(g.graph_speedup)},
-                       {"recorded_speedup", g.recorded_speedup}});
+  for (const RegimeResult& g : run.regimes) regimes.push_back(fields_to_json(g, kRegimeFields));
   return {
       {"meta", meta},
       {"shapes", shapes},
       {"regimes", regimes},
-      {"aggregate", interval_to_json(run.aggregate)},
-      {"graph_aggregate", interval_to_json(run.graph_aggregate)},
+      {"aggregate", run.aggregate},
+      {"graph_aggregate", run.graph_aggregate},
       {"recorded_aggregate", run.recorded_aggregate},
       {"recorded_source", run.recorded_source},
       {"shapes_failed", run.shapes_failed},
@@ -244,17 +182,8 @@ RunResult results_from_json(const json& j, const std::string& path, const std::s
       rd.fail("shapes[" + std::to_string(i) + "].shape.name",
               "duplicate shape '" + it->first + "' (also shapes[" + std::to_string(it->second) + "])");
   }
-  run.regimes = read_array<RegimeResult>(rd, o, "regimes", [](Obj g) {
-    RegimeResult r;
-    r.name = g.str("name");
-    r.shapes = g.integer("shapes");
-    r.failed = g.integer("failed");
-    r.speedup = g.interval("speedup");
-    r.graph_speedup = g.interval("graph_speedup");
-    r.recorded_speedup = g.num("recorded_speedup");
-    g.finish();
-    return r;
-  });
+  run.regimes =
+      read_array<RegimeResult>(rd, o, "regimes", [](Obj g) { return read_record<RegimeResult>(g, kRegimeFields); });
   run.aggregate = o.interval("aggregate");
   run.graph_aggregate = o.interval("graph_aggregate");
   run.recorded_aggregate = o.num("recorded_aggregate");

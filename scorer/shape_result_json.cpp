@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "scorer/json_reader.h"
+#include "scorer/json_fields.h"
 #include "scorer/results_json.h"
 #include "scorer/workload.h"
 
@@ -49,32 +49,83 @@ Shape read_shape(Obj o) {
   return s;
 }
 
-std::string read_status(Obj& o) {
-  const std::string st = o.str("status");
+void check_status(Obj& o, const char* key, const std::string& st) {
   if (std::find(std::begin(kStatuses), std::end(kStatuses), st) == std::end(kStatuses))
-    o.fail("status", "unknown status '" + st + "' (expected one of " + status_list() + ")");
-  return st;
+    o.fail(key, "unknown status '" + st + "' (expected one of " + status_list() + ")");
 }
 
-CheckSummary read_check(Obj c) {
-  CheckSummary k;
-  k.checks = c.integer("checks");
-  k.rel_l2 = c.num("rel_l2");
-  k.max_abs_err = c.num("max_abs_err");
-  k.worst_elem = c.num("worst_elem");
-  c.finish();
-  return k;
-}
+constexpr auto kCheckFields =
+    std::make_tuple(field("checks", &CheckSummary::checks), field("rel_l2", &CheckSummary::rel_l2),
+                    field("max_abs_err", &CheckSummary::max_abs_err), field("worst_elem", &CheckSummary::worst_elem));
 
-json check_to_json(const CheckSummary& c) {
-  return {{"checks", c.checks}, {"rel_l2", c.rel_l2}, {"max_abs_err", c.max_abs_err}, {"worst_elem", c.worst_elem}};
+}  // namespace
+
+// A check summary nested in the lists below: outside the unnamed namespace,
+// where argument-dependent lookup finds them.
+void to_json(json& j, const CheckSummary& c) { j = fields_to_json(c, kCheckFields); }
+
+namespace json_in {
+void read_value(Obj& o, const char* key, CheckSummary& c) {
+  c = read_record<CheckSummary>(o.object(key), kCheckFields);
 }
+}  // namespace json_in
+
+namespace {
+
+// The trials a replicate pairs, baseline with candidate: what a version-1
+// shape held itself.
+constexpr auto kPairedTrials =
+    std::make_tuple(field("baseline_us", &ReplicateResult::baseline_us, check_times),
+                    field("candidate_us", &ReplicateResult::candidate_us, check_times),
+                    field("graph_baseline_us", &ReplicateResult::graph_baseline_us, check_times),
+                    field("graph_candidate_us", &ReplicateResult::graph_candidate_us, check_times));
+
+// A replicate's fields before its trials, its other trials, and its fields after.
+constexpr auto kReplicateHead = std::make_tuple(
+    field("index", &ReplicateResult::index, at_least<1>), field("seed", &ReplicateResult::seed),
+    field("gpu", &ReplicateResult::gpu, at_least<0>), field("status", &ReplicateResult::status, check_status),
+    field("reason", &ReplicateResult::reason), field("check", &ReplicateResult::check),
+    field("floor_us", &ReplicateResult::floor_us), field("floor_read_us", &ReplicateResult::floor_read_us),
+    field("floor_compute_us", &ReplicateResult::floor_compute_us));
+constexpr auto kReplicateTrials =
+    std::make_tuple(field("untouched_baseline_us", &ReplicateResult::untouched_baseline_us, check_times),
+                    field("candidate_kernel_us", &ReplicateResult::candidate_kernel_us, check_durations),
+                    field("candidate_span_us", &ReplicateResult::candidate_span_us, check_durations));
+constexpr auto kReplicateTail = std::make_tuple(
+    field("converged", &ReplicateResult::converged), field("flags", &ReplicateResult::flags),
+    field("sm_clock_mhz_start", &ReplicateResult::sm_clock_mhz_start),
+    field("sm_clock_mhz_end", &ReplicateResult::sm_clock_mhz_end),
+    field("mem_clock_mhz_start", &ReplicateResult::mem_clock_mhz_start),
+    field("mem_clock_mhz_end", &ReplicateResult::mem_clock_mhz_end),
+    field("throttle_reasons", &ReplicateResult::throttle_reasons), field("seconds", &ReplicateResult::seconds));
+
+// A shape result's fields before its trials or replicates, and its figures after.
+constexpr auto kShapeHead = std::make_tuple(
+    field("status", &ShapeResult::status, check_status), field("reason", &ShapeResult::reason),
+    field("variant", &ShapeResult::variant), field("check", &ShapeResult::check), field("bytes", &ShapeResult::bytes),
+    field("flops", &ShapeResult::flops), field("floor_us", &ShapeResult::floor_us),
+    field("floor_read_us", &ShapeResult::floor_read_us), field("floor_compute_us", &ShapeResult::floor_compute_us),
+    field("raw_limit_us", &ShapeResult::raw_limit_us), field("converged", &ShapeResult::converged),
+    field("flags", &ShapeResult::flags));
+constexpr auto kShapeFigures = std::make_tuple(
+    field("baseline_median_us", &ShapeResult::baseline_median_us),
+    field("candidate_median_us", &ShapeResult::candidate_median_us), field("pct_of_floor", &ShapeResult::pct_of_floor),
+    field("pct_of_raw", &ShapeResult::pct_of_raw), field("speedup", &ShapeResult::speedup),
+    field("ci_lo", &ShapeResult::ci_lo), field("ci_hi", &ShapeResult::ci_hi),
+    field("graph_speedup", &ShapeResult::graph_speedup), field("graph_ci_lo", &ShapeResult::graph_ci_lo),
+    field("graph_ci_hi", &ShapeResult::graph_ci_hi), field("recorded_us", &ShapeResult::recorded_us),
+    field("recorded_speedup", &ShapeResult::recorded_speedup));
 
 // Trials are paired: statistics are undefined when the counts differ.
 void require_paired(Obj& o, const char* key, const std::vector<double>& a, const char* other,
                     const std::vector<double>& b) {
   if (a.size() != b.size())
     o.fail(key, "has " + std::to_string(a.size()) + " trials but " + other + " has " + std::to_string(b.size()));
+}
+
+void require_paired_trials(Obj& o, const ReplicateResult& p) {
+  require_paired(o, "candidate_us", p.candidate_us, "baseline_us", p.baseline_us);
+  require_paired(o, "graph_candidate_us", p.graph_candidate_us, "graph_baseline_us", p.graph_baseline_us);
 }
 
 // The per-candidate-trial CUPTI figures: none, or one per candidate trial.
@@ -85,66 +136,16 @@ void require_per_trial(Obj& o, const char* key, const std::vector<double>& v, si
 }
 
 json replicate_to_json(const ReplicateResult& p) {
-  return {
-      {"index", p.index},
-      {"seed", p.seed},
-      {"gpu", p.gpu},
-      {"status", p.status},
-      {"reason", p.reason},
-      {"check", check_to_json(p.check)},
-      {"floor_us", p.floor_us},
-      {"floor_read_us", p.floor_read_us},
-      {"floor_compute_us", p.floor_compute_us},
-      {"baseline_us", p.baseline_us},
-      {"candidate_us", p.candidate_us},
-      {"graph_baseline_us", p.graph_baseline_us},
-      {"graph_candidate_us", p.graph_candidate_us},
-      {"untouched_baseline_us", p.untouched_baseline_us},
-      {"candidate_kernel_us", p.candidate_kernel_us},
-      {"candidate_span_us", p.candidate_span_us},
-      {"converged", p.converged},
-      {"flags", p.flags},
-      {"sm_clock_mhz_start", p.sm_clock_mhz_start},
-      {"sm_clock_mhz_end", p.sm_clock_mhz_end},
-      {"mem_clock_mhz_start", p.mem_clock_mhz_start},
-      {"mem_clock_mhz_end", p.mem_clock_mhz_end},
-      {"throttle_reasons", p.throttle_reasons},
-      {"seconds", p.seconds},
-  };
+  return fields_to_json(p, kReplicateHead, kPairedTrials, kReplicateTrials, kReplicateTail);
 }
 
 ReplicateResult read_replicate(Obj o) {
   ReplicateResult p;
-  p.index = o.integer("index");
-  if (p.index < 1) o.fail("index", "must be at least 1 (got " + std::to_string(p.index) + ")");
-  p.seed = o.u64("seed");
-  p.gpu = o.integer("gpu");
-  if (p.gpu < 0) o.fail("gpu", "must be at least 0 (got " + std::to_string(p.gpu) + ")");
-  p.status = read_status(o);
-  p.reason = o.str("reason");
-  p.check = read_check(o.object("check"));
-  p.floor_us = o.num("floor_us");
-  p.floor_read_us = o.num("floor_read_us");
-  p.floor_compute_us = o.num("floor_compute_us");
-  p.baseline_us = o.times("baseline_us");
-  p.candidate_us = o.times("candidate_us");
-  p.graph_baseline_us = o.times("graph_baseline_us");
-  p.graph_candidate_us = o.times("graph_candidate_us");
-  p.untouched_baseline_us = o.times("untouched_baseline_us");
-  p.candidate_kernel_us = o.durations("candidate_kernel_us");
-  p.candidate_span_us = o.durations("candidate_span_us");
-  require_paired(o, "candidate_us", p.candidate_us, "baseline_us", p.baseline_us);
-  require_paired(o, "graph_candidate_us", p.graph_candidate_us, "graph_baseline_us", p.graph_baseline_us);
+  read_fields(o, p, kReplicateHead, kPairedTrials, kReplicateTrials);
+  require_paired_trials(o, p);
   require_per_trial(o, "candidate_kernel_us", p.candidate_kernel_us, p.candidate_us.size());
   require_per_trial(o, "candidate_span_us", p.candidate_span_us, p.candidate_us.size());
-  p.converged = o.boolean("converged");
-  p.flags = o.strings("flags");
-  p.sm_clock_mhz_start = o.num("sm_clock_mhz_start");
-  p.sm_clock_mhz_end = o.num("sm_clock_mhz_end");
-  p.mem_clock_mhz_start = o.num("mem_clock_mhz_start");
-  p.mem_clock_mhz_end = o.num("mem_clock_mhz_end");
-  p.throttle_reasons = o.u64("throttle_reasons");
-  p.seconds = o.num("seconds");
+  read_fields(o, p, kReplicateTail);
   o.finish();
   return p;
 }
@@ -155,12 +156,8 @@ void read_v1_trials(Obj& o, ShapeResult& r, uint64_t run_seed) {
   ReplicateResult p;
   p.index = 1;
   p.seed = shape_seed(run_seed, r.shape);
-  p.baseline_us = o.times("baseline_us");
-  p.candidate_us = o.times("candidate_us");
-  p.graph_baseline_us = o.times("graph_baseline_us");
-  p.graph_candidate_us = o.times("graph_candidate_us");
-  require_paired(o, "candidate_us", p.candidate_us, "baseline_us", p.baseline_us);
-  require_paired(o, "graph_candidate_us", p.graph_candidate_us, "graph_baseline_us", p.graph_baseline_us);
+  read_fields(o, p, kPairedTrials);
+  require_paired_trials(o, p);
   p.status = r.status;
   p.reason = r.reason;
   p.check = r.check;
@@ -176,18 +173,7 @@ namespace json_in {
 ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run_seed, bool whole_shape) {
   ShapeResult r;
   r.shape = read_shape(o.object("shape"));
-  r.status = read_status(o);
-  r.reason = o.str("reason");
-  r.variant = o.str("variant");
-  r.check = read_check(o.object("check"));
-  r.bytes = o.num("bytes");
-  r.flops = o.num("flops");
-  r.floor_us = o.num("floor_us");
-  r.floor_read_us = o.num("floor_read_us");
-  r.floor_compute_us = o.num("floor_compute_us");
-  r.raw_limit_us = o.num("raw_limit_us");
-  r.converged = o.boolean("converged");
-  r.flags = o.strings("flags");
+  read_fields(o, r, kShapeHead);
   if (version == 1) {
     read_v1_trials(o, r, run_seed);
   } else {
@@ -199,18 +185,7 @@ ShapeResult read_shape_result(const Reader& rd, Obj o, int version, uint64_t run
                     " was expected (replicates are numbered 1, 2, ... in order)");
     r.untouched_baseline_median_us = o.num("untouched_baseline_median_us");
   }
-  r.baseline_median_us = o.num("baseline_median_us");
-  r.candidate_median_us = o.num("candidate_median_us");
-  r.pct_of_floor = o.num("pct_of_floor");
-  r.pct_of_raw = o.num("pct_of_raw");
-  r.speedup = o.num("speedup");
-  r.ci_lo = o.num("ci_lo");
-  r.ci_hi = o.num("ci_hi");
-  r.graph_speedup = o.num("graph_speedup");
-  r.graph_ci_lo = o.num("graph_ci_lo");
-  r.graph_ci_hi = o.num("graph_ci_hi");
-  r.recorded_us = o.num("recorded_us");
-  r.recorded_speedup = o.num("recorded_speedup");
+  read_fields(o, r, kShapeFigures);
   o.finish();
   return r;
 }
@@ -228,37 +203,12 @@ Shape shape_from_json(const json& j, const std::string& path) {
 }
 
 json shape_result_to_json(const ShapeResult& r) {
-  json replicates = json::array();
-  for (const ReplicateResult& p : r.replicates) replicates.push_back(replicate_to_json(p));
-  return {
-      {"shape", shape_to_json(r.shape)},
-      {"status", r.status},
-      {"reason", r.reason},
-      {"variant", r.variant},
-      {"check", check_to_json(r.check)},
-      {"bytes", r.bytes},
-      {"flops", r.flops},
-      {"floor_us", r.floor_us},
-      {"floor_read_us", r.floor_read_us},
-      {"floor_compute_us", r.floor_compute_us},
-      {"raw_limit_us", r.raw_limit_us},
-      {"converged", r.converged},
-      {"flags", r.flags},
-      {"replicates", replicates},
-      {"baseline_median_us", r.baseline_median_us},
-      {"candidate_median_us", r.candidate_median_us},
-      {"untouched_baseline_median_us", r.untouched_baseline_median_us},
-      {"pct_of_floor", r.pct_of_floor},
-      {"pct_of_raw", r.pct_of_raw},
-      {"speedup", r.speedup},
-      {"ci_lo", r.ci_lo},
-      {"ci_hi", r.ci_hi},
-      {"graph_speedup", r.graph_speedup},
-      {"graph_ci_lo", r.graph_ci_lo},
-      {"graph_ci_hi", r.graph_ci_hi},
-      {"recorded_us", r.recorded_us},
-      {"recorded_speedup", r.recorded_speedup},
-  };
+  json j = fields_to_json(r, kShapeHead, kShapeFigures);
+  j["shape"] = shape_to_json(r.shape);
+  j["replicates"] = json::array();
+  for (const ReplicateResult& p : r.replicates) j["replicates"].push_back(replicate_to_json(p));
+  j["untouched_baseline_median_us"] = r.untouched_baseline_median_us;
+  return j;
 }
 
 ShapeResult shape_result_from_json(const json& j, const std::string& path) {
