@@ -5,14 +5,15 @@
 // uniform 0..15 and scales U(0.75, 1.25)/sqrt(21.25 K), so each dequantized
 // row has unit norm over K and the outputs are O(1).
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "dev/variants.h"
 #include "reference/baselines.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
-#include "scorer/op_case.h"
 #include "scorer/random_fill.h"
+#include "scorer/weight_sets_case.h"
 
 namespace scorer {
 namespace {
@@ -25,15 +26,14 @@ bool synchronizes(const std::string& baseline) {
   return b->synchronizes;
 }
 
-class MoeCase final : public OpCase {
+class MoeCase final : public WeightSetsCase<MoeCase, submission::Moe, reference::MoeReference, submission::MoeDims,
+                                            submission::MoeWeights> {
  public:
   MoeCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream,
           const std::string& baseline)
-      : OpCase(sets, stream),
-        s_(s),
+      : WeightSetsCase(s, sets, stream, {s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank}, cand.moe,
+                       submission::dev::make_moe, cand.variant),
         baseline_synchronizes_(synchronizes(baseline)),
-        dims_{s.M, s.H, s.I, s.E_global, s.E_local, s.k, s.ep_rank},
-        cand_(cand),
         pool_(routing_pool(s, seed)),
         X_(size_t(s.M) * s.H * 2),
         ids_(size_t(s.M) * s.k * 4),
@@ -42,23 +42,17 @@ class MoeCase final : public OpCase {
         out_(size_t(s.M) * s.H * 2) {
     const size_t E = s.E_local, H = s.H, I = s.I;
     for (int i = 0; i < sets; ++i) {
-      Set& set = sets_v_.emplace_back();
-      set.W13 = DeviceBuffer(E * 2 * I * H / 2);
-      set.S13 = DeviceBuffer(E * 2 * I * (H / 128) * 2);
-      set.W2 = DeviceBuffer(E * H * I / 2);
-      set.S2 = DeviceBuffer(E * H * (I / 128) * 2);
-      fill_random_bytes(set.W13.as<uint8_t>(), set.W13.bytes(), derive_seed(seed, 100 + i), stream);
-      fill_random_bytes(set.W2.as<uint8_t>(), set.W2.bytes(), derive_seed(seed, 200 + i), stream);
+      DeviceBuffer W13(E * 2 * I * H / 2), S13(E * 2 * I * (H / 128) * 2), W2(E * H * I / 2), S2(E * H * (I / 128) * 2);
+      fill_random_bytes(W13.as<uint8_t>(), W13.bytes(), derive_seed(seed, 100 + i), stream);
+      fill_random_bytes(W2.as<uint8_t>(), W2.bytes(), derive_seed(seed, 200 + i), stream);
       const float k13 = 1.0f / std::sqrt(21.25f * H), k2 = 1.0f / std::sqrt(21.25f * I);
-      fill_uniform_bf16(set.S13.as<bf16>(), set.S13.bytes() / 2, derive_seed(seed, 300 + i), 0.75f * k13, 1.25f * k13,
-                        stream);
-      fill_uniform_bf16(set.S2.as<bf16>(), set.S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2,
-                        stream);
+      fill_uniform_bf16(S13.as<bf16>(), S13.bytes() / 2, derive_seed(seed, 300 + i), 0.75f * k13, 1.25f * k13, stream);
+      fill_uniform_bf16(S2.as<bf16>(), S2.bytes() / 2, derive_seed(seed, 400 + i), 0.75f * k2, 1.25f * k2, stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
-      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(),
-                                     set.S2.as<bf16>()};
-      set.base = reference::make_moe_baseline(dims_, w, baseline);
-      set.ref = reference::make_moe_reference(dims_, w);
+      Set& set = add_set({W13.as<uint8_t>(), S13.as<bf16>(), W2.as<uint8_t>(), S2.as<bf16>()}, std::move(W13),
+                         std::move(S13), std::move(W2), std::move(S2));
+      set.base = reference::make_moe_baseline(dims_, set.weights, baseline);
+      set.ref = reference::make_moe_reference(dims_, set.weights);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }
@@ -74,16 +68,6 @@ class MoeCase final : public OpCase {
     sets_v_[set].ref->run(X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), ref_dev_.as<float>(), stream_);
     ref_ = take_reference(ref_dev_, stream_);
   }
-  void prepare_candidate() override {
-    for (Set& set : sets_v_) {
-      const submission::MoeWeights w{set.W13.as<uint8_t>(), set.S13.as<bf16>(), set.W2.as<uint8_t>(),
-                                     set.S2.as<bf16>()};
-      set.cand = cand_.moe ? cand_.moe(dims_, w) : submission::dev::make_moe(dims_, w, cand_.variant);
-    }
-    SCORER_CUDA(cudaDeviceSynchronize());
-  }
-  void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
-  void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
   void poison_outputs() override { out_.poison(stream_); }
   CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_, moe_tolerance()); }
   CheckResult check_baseline(int) override { return check_bf16_output(out_, ref_, stream_, baseline_tolerance()); }
@@ -91,20 +75,12 @@ class MoeCase final : public OpCase {
   double flops() const override { return pool_flops(s_, pool_); }
   bool baseline_synchronizes() const override { return baseline_synchronizes_; }
 
- private:
   submission::MoeIO io() const { return {X_.as<bf16>(), ids_.as<int32_t>(), wts_.as<float>(), out_.as<bf16>()}; }
-  struct Set {
-    DeviceBuffer W13, S13, W2, S2;
-    std::unique_ptr<submission::Moe> cand, base;
-    std::unique_ptr<reference::MoeReference> ref;
-  };
-  Shape s_;
+
+ private:
   bool baseline_synchronizes_;
-  submission::MoeDims dims_;
-  Candidate cand_;
   std::vector<Routing> pool_;
   int current_ = -1;  // the pool entry of the current inputs
-  std::vector<Set> sets_v_;
   DeviceBuffer X_, ids_, wts_, ref_dev_;
   GuardedOutput out_;
   std::vector<double> ref_;

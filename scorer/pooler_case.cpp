@@ -6,49 +6,47 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "dev/variants.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
-#include "scorer/op_case.h"
 #include "scorer/random_fill.h"
+#include "scorer/weight_sets_case.h"
 
 namespace scorer {
 namespace {
 
 using submission::bf16;
 
-class PoolerCase final : public OpCase {
+class PoolerCase final : public WeightSetsCase<PoolerCase, submission::Pooler, reference::PoolerReference,
+                                               submission::PoolerDims, submission::PoolerWeights> {
  public:
   PoolerCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream),
-        s_(s),
-        dims_{s.B, s.H},
-        cand_(cand),
+      : WeightSetsCase(s, sets, stream, {s.B, s.H}, cand.pooler, submission::dev::make_pooler, cand.variant),
         hidden_(size_t(s.B) * s.max_len * s.H * 2),
         cu_(size_t(s.B + 1) * 4),
         ref_dev_(size_t(s.B) * s.H * 4),
         out_(size_t(s.B) * s.H * 2) {
     for (int i = 0; i < sets; ++i) {
-      Set& set = sets_v_.emplace_back();
-      set.W = DeviceBuffer(size_t(s.H) * s.H * 2);
-      set.bias = DeviceBuffer(size_t(s.H) * 2);
-      fill_normal_bf16(set.W.as<bf16>(), size_t(s.H) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)),
+      DeviceBuffer W(size_t(s.H) * s.H * 2), bias(size_t(s.H) * 2);
+      fill_normal_bf16(W.as<bf16>(), size_t(s.H) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)),
                        stream);
-      fill_normal_bf16(set.bias.as<bf16>(), s.H, derive_seed(seed, 200 + i), 0.1f, stream);
+      fill_normal_bf16(bias.as<bf16>(), s.H, derive_seed(seed, 200 + i), 0.1f, stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
       const std::vector<int32_t> cu = draw_cu_seqlens(s, derive_seed(seed, 300 + i));
-      for (int b = 0; b < s.B; ++b) set.lengths.push_back(cu[b + 1] - cu[b]);
-      const submission::PoolerWeights w{set.W.as<bf16>(), set.bias.as<bf16>()};
-      set.base = reference::make_pooler_baseline(dims_, w);
-      set.ref = reference::make_pooler_reference(dims_, w);
+      std::vector<int32_t>& lengths = lengths_.emplace_back();
+      for (int b = 0; b < s.B; ++b) lengths.push_back(cu[b + 1] - cu[b]);
+      Set& set = add_set({W.as<bf16>(), bias.as<bf16>()}, std::move(W), std::move(bias));
+      set.base = reference::make_pooler_baseline(dims_, set.weights);
+      set.ref = reference::make_pooler_reference(dims_, set.weights);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }
 
   void new_inputs(int set, uint64_t seed) override {
-    std::vector<int32_t> lengths = sets_v_[set].lengths;
+    std::vector<int32_t> lengths = lengths_[set];
     std::mt19937_64 rng(derive_seed(seed, 1));
     shuffle(lengths, rng);
     std::vector<int32_t> cu(s_.B + 1, 0);
@@ -59,33 +57,13 @@ class PoolerCase final : public OpCase {
     sets_v_[set].ref->run(hidden_.as<bf16>(), cu_.as<int32_t>(), ref_dev_.as<float>(), stream_);
     ref_ = take_reference(ref_dev_, stream_);
   }
-  void prepare_candidate() override {
-    for (Set& set : sets_v_) {
-      const submission::PoolerWeights w{set.W.as<bf16>(), set.bias.as<bf16>()};
-      set.cand = cand_.pooler ? cand_.pooler(dims_, w) : submission::dev::make_pooler(dims_, w, cand_.variant);
-    }
-    SCORER_CUDA(cudaDeviceSynchronize());
-  }
-  void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
-  void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
   void poison_outputs() override { out_.poison(stream_); }
   CheckResult check(int) override { return check_bf16_output(out_, ref_, stream_); }
   CheckResult check_baseline(int) override { return check_bf16_output(out_, ref_, stream_, baseline_tolerance()); }
-  double bytes() const override { return min_bytes(s_); }
-  double flops() const override { return op_flops(s_); }
+  submission::PoolerIO io() const { return {hidden_.as<bf16>(), cu_.as<int32_t>(), S_total_, out_.as<bf16>()}; }
 
  private:
-  submission::PoolerIO io() const { return {hidden_.as<bf16>(), cu_.as<int32_t>(), S_total_, out_.as<bf16>()}; }
-  struct Set {
-    DeviceBuffer W, bias;
-    std::vector<int32_t> lengths;  // of the B sequences, shuffled for each draw
-    std::unique_ptr<submission::Pooler> cand, base;
-    std::unique_ptr<reference::PoolerReference> ref;
-  };
-  Shape s_;
-  submission::PoolerDims dims_;
-  Candidate cand_;
-  std::vector<Set> sets_v_;
+  std::vector<std::vector<int32_t>> lengths_;  // each set's B sequences, shuffled for each draw
   DeviceBuffer hidden_, cu_, ref_dev_;
   GuardedOutput out_;
   int S_total_ = 0;

@@ -4,40 +4,38 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "dev/variants.h"
 #include "reference/reference.h"
 #include "scorer/device_buffers.h"
-#include "scorer/op_case.h"
 #include "scorer/random_fill.h"
+#include "scorer/weight_sets_case.h"
 
 namespace scorer {
 namespace {
 
 using submission::bf16;
 
-class RouterCase final : public OpCase {
+class RouterCase final : public WeightSetsCase<RouterCase, submission::Router, reference::RouterReference,
+                                               submission::RouterDims, submission::RouterWeights> {
  public:
   RouterCase(const Shape& s, int sets, uint64_t seed, const Candidate& cand, cudaStream_t stream)
-      : OpCase(sets, stream),
-        s_(s),
-        dims_{s.T, s.H, s.E, s.k},
-        cand_(cand),
+      : WeightSetsCase(s, sets, stream, {s.T, s.H, s.E, s.k}, cand.router, submission::dev::make_router, cand.variant),
         X_(size_t(s.T) * s.H * 2),
         ref_dev_(size_t(s.T) * s.E * 4),
         logits_(size_t(s.T) * s.E * 4),
         ids_(size_t(s.T) * s.k * 4),
         weights_(size_t(s.T) * s.k * 4) {
     for (int i = 0; i < sets; ++i) {
-      Set& set = sets_v_.emplace_back();
-      set.Wg = DeviceBuffer(size_t(s.E) * s.H * 2);
-      fill_normal_bf16(set.Wg.as<bf16>(), size_t(s.E) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)),
+      DeviceBuffer Wg(size_t(s.E) * s.H * 2);
+      fill_normal_bf16(Wg.as<bf16>(), size_t(s.E) * s.H, derive_seed(seed, 100 + i), 1.0f / std::sqrt(float(s.H)),
                        stream);
       SCORER_CUDA(cudaStreamSynchronize(stream));
-      const submission::RouterWeights w{set.Wg.as<bf16>()};
-      set.base = reference::make_router_baseline(dims_, w);
-      set.ref = reference::make_router_reference(dims_, w);
+      Set& set = add_set({Wg.as<bf16>()}, std::move(Wg));
+      set.base = reference::make_router_baseline(dims_, set.weights);
+      set.ref = reference::make_router_reference(dims_, set.weights);
     }
     SCORER_CUDA(cudaDeviceSynchronize());
   }
@@ -58,15 +56,6 @@ class RouterCase final : public OpCase {
       for (int j = 0; j < s_.k; ++j) ref_weights_[size_t(t) * s_.k + j] = std::exp(row[order[j]] - row[order[0]]) / sum;
     }
   }
-  void prepare_candidate() override {
-    for (Set& set : sets_v_) {
-      const submission::RouterWeights w{set.Wg.as<bf16>()};
-      set.cand = cand_.router ? cand_.router(dims_, w) : submission::dev::make_router(dims_, w, cand_.variant);
-    }
-    SCORER_CUDA(cudaDeviceSynchronize());
-  }
-  void run_candidate(int set) override { sets_v_[set].cand->run(io(), stream_); }
-  void run_baseline(int set) override { sets_v_[set].base->run(io(), stream_); }
   void poison_outputs() override {
     logits_.poison(stream_);
     ids_.poison(stream_);
@@ -85,22 +74,11 @@ class RouterCase final : public OpCase {
     require_guards(r, weights_.guards_intact(stream_), "topk_weights");
     return r;
   }
-  double bytes() const override { return min_bytes(s_); }
-  double flops() const override { return op_flops(s_); }
-
- private:
   submission::RouterIO io() const {
     return {X_.as<bf16>(), logits_.as<float>(), ids_.as<int32_t>(), weights_.as<float>()};
   }
-  struct Set {
-    DeviceBuffer Wg;
-    std::unique_ptr<submission::Router> cand, base;
-    std::unique_ptr<reference::RouterReference> ref;
-  };
-  Shape s_;
-  submission::RouterDims dims_;
-  Candidate cand_;
-  std::vector<Set> sets_v_;
+
+ private:
   DeviceBuffer X_, ref_dev_;
   GuardedOutput logits_, ids_, weights_;
   std::vector<double> ref_logits_, ref_weights_;
