@@ -1,8 +1,8 @@
-// Helpers shared by the references and baselines (reference/*.cu, nvcc only):
+// Helpers shared by the references and baselines (reference/*.cu, dense.cpp):
 // error checks that throw std::runtime_error naming the failed call and the
 // error, owners of device memory and cuBLAS handles (so that a prepare() that
-// throws half-way leaks nothing), the row-major GEMM every op is built on, and
-// the dims check of every factory.
+// throws half-way leaks nothing), the row-major GEMM every op is built on, the
+// reference GEMM of dense and router, and the dims check of every factory.
 #pragma once
 
 #include <cublasLt.h>
@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "reference/reference.h"
+
 namespace reference::detail {
 
 [[noreturn]] inline void throw_failed(const char* call, const char* error, const char* file, int line) {
@@ -22,25 +24,15 @@ namespace reference::detail {
 
 }  // namespace reference::detail
 
-#define REF_CUDA(call)                                                                                         \
-  do {                                                                                                         \
-    const cudaError_t e_ = (call);                                                                             \
-    if (e_ != cudaSuccess) ::reference::detail::throw_failed(#call, cudaGetErrorName(e_), __FILE__, __LINE__); \
+// `call` returned `status`; anything but `ok` throws, named by `name(status)`.
+#define REF_CHECK_STATUS(call, ok, name)                                                              \
+  do {                                                                                                \
+    const auto status_ = (call);                                                                      \
+    if (status_ != (ok)) ::reference::detail::throw_failed(#call, name(status_), __FILE__, __LINE__); \
   } while (0)
-
-#define REF_CUBLAS(call)                                                                     \
-  do {                                                                                       \
-    const cublasStatus_t s_ = (call);                                                        \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                         \
-      ::reference::detail::throw_failed(#call, cublasGetStatusName(s_), __FILE__, __LINE__); \
-  } while (0)
-
-#define REF_CUBLASLT(call)                                                                     \
-  do {                                                                                         \
-    const cublasStatus_t s_ = (call);                                                          \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      ::reference::detail::throw_failed(#call, cublasLtGetStatusName(s_), __FILE__, __LINE__); \
-  } while (0)
+#define REF_CUDA(call) REF_CHECK_STATUS(call, cudaSuccess, cudaGetErrorName)
+#define REF_CUBLAS(call) REF_CHECK_STATUS(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusName)
+#define REF_CUBLASLT(call) REF_CHECK_STATUS(call, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusName)
 
 // After a kernel launch: a bad configuration is only reported here.
 #define REF_CHECK_LAUNCH() REF_CUDA(cudaGetLastError())
@@ -109,6 +101,25 @@ inline void gemm_xwt(cublasHandle_t handle, int M, int N, int K, const void* X, 
   REF_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, in_type, K, X, in_type, K, &zero, out,
                           out_type, N, compute, CUBLAS_GEMM_DEFAULT));
 }
+
+// out[M, N] = X[M, K] . W[N, K]^T, bf16 in and fp32 out, in cuBLAS's pedantic
+// fp32 compute: the reference of dense (its output) and of router (its
+// logits), whose interfaces (reference.h) run alike. Interface:
+// DenseReference or RouterReference.
+template <class Interface>
+class PedanticGemmReference final : public Interface {
+ public:
+  PedanticGemmReference(int M, int N, int K, const bf16* W) : M_(M), N_(N), K_(K), W_(W) {}
+
+  void run(const bf16* X, float* out, cudaStream_t stream) override {
+    gemm_xwt(cublas_.bind(stream), M_, N_, K_, X, W_, CUDA_R_16BF, out, CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC);
+  }
+
+ private:
+  int M_, N_, K_;
+  const bf16* W_;
+  Cublas cublas_;
+};
 
 // Throws std::invalid_argument(what) for dims outside the op's valid range.
 inline void require(bool ok, const char* what) {

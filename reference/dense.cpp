@@ -19,21 +19,6 @@ void check_dims(const submission::DenseDims& d) {
   detail::require(d.M >= 1 && d.N >= 1 && d.K >= 8 && d.K % 8 == 0, "dense: needs M >= 1, N >= 1, K >= 8, K % 8 == 0");
 }
 
-class DenseRef final : public DenseReference {
- public:
-  DenseRef(const submission::DenseDims& d, const submission::DenseWeights& w) : d_(d), w_(w) {}
-
-  void run(const bf16* X, float* out, cudaStream_t stream) override {
-    detail::gemm_xwt(cublas_.bind(stream), d_.M, d_.N, d_.K, X, w_.W, CUDA_R_16BF, out, CUDA_R_32F,
-                     CUBLAS_COMPUTE_32F_PEDANTIC);
-  }
-
- private:
-  submission::DenseDims d_;
-  submission::DenseWeights w_;
-  Cublas cublas_;
-};
-
 template <class T, auto Destroy>
 struct LtDeleter {
   void operator()(T p) const { Destroy(p); }
@@ -115,7 +100,7 @@ class DenseBaseline final : public submission::Dense {
 std::unique_ptr<DenseReference> make_dense_reference(const submission::DenseDims& d,
                                                      const submission::DenseWeights& w) {
   check_dims(d);
-  return std::make_unique<DenseRef>(d, w);
+  return std::make_unique<detail::PedanticGemmReference<DenseReference>>(d.M, d.N, d.K, w.W);
 }
 
 std::unique_ptr<submission::Dense> make_dense_baseline(const submission::DenseDims& d,

@@ -72,21 +72,6 @@ void check_dims(const submission::RouterDims& d) {
                   "router: needs T >= 1, H >= 8, H % 8 == 0, 1 <= k <= E");
 }
 
-class RouterRef final : public RouterReference {
- public:
-  RouterRef(const submission::RouterDims& d, const submission::RouterWeights& w) : d_(d), w_(w) {}
-
-  void run(const bf16* X, float* logits, cudaStream_t stream) override {
-    detail::gemm_xwt(cublas_.bind(stream), d_.T, d_.E, d_.H, X, w_.Wg, CUDA_R_16BF, logits, CUDA_R_32F,
-                     CUBLAS_COMPUTE_32F_PEDANTIC);
-  }
-
- private:
-  submission::RouterDims d_;
-  submission::RouterWeights w_;
-  Cublas cublas_;
-};
-
 class RouterBaseline final : public submission::Router {
  public:
   RouterBaseline(const submission::RouterDims& d, const submission::RouterWeights& w)
@@ -111,7 +96,7 @@ class RouterBaseline final : public submission::Router {
 std::unique_ptr<RouterReference> make_router_reference(const submission::RouterDims& d,
                                                        const submission::RouterWeights& w) {
   check_dims(d);
-  return std::make_unique<RouterRef>(d, w);
+  return std::make_unique<detail::PedanticGemmReference<RouterReference>>(d.T, d.E, d.H, w.Wg);
 }
 
 std::unique_ptr<submission::Router> make_router_baseline(const submission::RouterDims& d,
