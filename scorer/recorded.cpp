@@ -2,8 +2,6 @@
 #include "scorer/file_io.h"
 #include "scorer/toml_types.h"
 
-#include <toml++/toml.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>

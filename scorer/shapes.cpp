@@ -1,8 +1,6 @@
 // Compiled by g++ only: toml++ does not compile under nvcc.
 #include "shapes.h"
 
-#include <toml++/toml.h>
-
 #include <fnmatch.h>
 
 #include <algorithm>

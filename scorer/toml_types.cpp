@@ -1,3 +1,5 @@
+// toml++'s implementation, here once for the scorer (toml_types.h).
+#define TOML_IMPLEMENTATION
 #include "scorer/toml_types.h"
 
 namespace scorer {
